@@ -1,0 +1,44 @@
+# Two commands set everything up on a fresh machine with Python 3.11+, a JDK 17+ and make:
+#   make lab    virtual environment, jars, cluster, then JupyterLab on labs/
+#   make test   the same set-up, then the whole test suite on a cluster it starts and stops
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: lab test bench up down status jars install clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; found " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+jars: $(STAMP)
+	$(PY) -m cluster jars
+
+up: jars
+	$(PY) -m cluster up
+
+down:
+	@if [ -x $(PY) ]; then $(PY) -m cluster down; fi
+
+status: $(STAMP)
+	$(PY) -m cluster status
+
+lab: up
+	$(VENV)/bin/jupyter lab --notebook-dir=labs
+
+# The tests run their own cluster (other ports, other folder), so a lab cluster that is
+# already running is left alone.
+test: jars
+	$(PY) -m pytest
+
+bench: jars
+	$(PY) -m bench
+
+clean: down
+	rm -rf $(VENV) .cluster .test-cluster

@@ -1,0 +1,24 @@
+"""The course's Kafka cluster and how to reach it.
+
+    from cluster import Cluster, bootstrap_servers, topic_name, spark_session
+
+`Cluster` runs the local three-broker cluster (`python -m cluster --help` for the CLI);
+`bootstrap_servers()` and `namespace()` tell a notebook where Kafka is and which names are
+its own, whichever way the cluster runs (local, docker compose, hosted).
+"""
+
+from .connect import bootstrap_servers, group_name, mode, namespace, topic_name
+from .errors import ClusterError
+from .kafka import Cluster, NodeStatus
+
+
+def spark_session(*args, **kwargs):
+    """A SparkSession wired to the cluster (see cluster/spark.py). Imported on first use:
+    PySpark is slow to import and most labs do not need it."""
+    from .spark import spark_session as make
+
+    return make(*args, **kwargs)
+
+
+__all__ = ["Cluster", "ClusterError", "NodeStatus", "bootstrap_servers", "group_name", "mode",
+           "namespace", "spark_session", "topic_name"]

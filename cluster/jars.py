@@ -1,0 +1,100 @@
+"""Jars from Maven Central, by the pinned coordinates in pyproject.toml.
+
+jgo resolves each bundle (Kafka's broker, Spark's Kafka connector) the way Maven would,
+downloads it once into the cache (settings.jars_cache()) and links it into an environment
+folder; later runs find that folder and need no network. cluster/jars.lock.toml records
+what each bundle resolved to, with checksums; `python -m cluster jars --check` fails when
+the lock is stale, `--update` rewrites it.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+from . import settings
+from .errors import ClusterError
+
+LOCK_FILE = Path(__file__).with_name("jars.lock.toml")
+MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
+
+
+def _builder():
+    from jgo.env import EnvironmentBuilder, LinkStrategy
+    from jgo.maven import MavenContext
+
+    cache = settings.jars_cache()
+    context = MavenContext(repo_cache=cache / "m2", remote_repos={"central": MAVEN_CENTRAL})
+    return EnvironmentBuilder(context=context, cache_dir=cache / "envs",
+                              link_strategy=LinkStrategy.AUTO)
+
+
+def bundle(name: str, update: bool = False):
+    """The jgo Environment of one bundle ("kafka" or "spark-kafka"), built if needed."""
+    coords = settings.pins()["maven"][name]
+    try:
+        return _builder().from_endpoint("+".join(coords), update=update)
+    except Exception as e:  # jgo raises requests, OSError and its own errors alike
+        raise ClusterError(
+            f"Could not fetch the {name} jars ({', '.join(c.rstrip('!') for c in coords)}) "
+            f"from Maven Central: {type(e).__name__}: {e}",
+            hint="The first run needs the network to reach Maven Central; later runs use "
+                 f"the cache in {settings.jars_cache()}. Check your connection or proxy "
+                 "(HTTPS_PROXY) and run `make jars` again.") from e
+
+
+def jars(name: str) -> list[Path]:
+    env = bundle(name)
+    return sorted(env.all_jars, key=lambda p: p.name)
+
+
+def kafka_classpath() -> list[Path]:
+    """The broker's classpath: $KAFKA_HOME/libs when KAFKA_HOME is set, else the bundle."""
+    home = os.environ.get("KAFKA_HOME")
+    if home:
+        libs = sorted((Path(home) / "libs").glob("*.jar"))
+        if not libs:
+            raise ClusterError(f"KAFKA_HOME={home} has no libs/*.jar",
+                               hint="Point KAFKA_HOME at an unpacked Kafka 4.x release, or unset it.")
+        return libs
+    return jars("kafka")
+
+
+def spark_kafka_jars() -> list[Path]:
+    """The Spark Kafka connector and what it needs beyond Spark itself."""
+    return jars("spark-kafka")
+
+
+def locked() -> dict[str, dict[str, dict[str, str]]]:
+    """What the committed lock file says: bundle -> "group:artifact" -> {version, sha256}."""
+    with open(LOCK_FILE, "rb") as f:
+        return tomllib.load(f)
+
+
+def resolved(name: str) -> dict[str, dict[str, str]]:
+    """What the bundle resolves to now, in the lock file's shape."""
+    lock = bundle(name).lockfile
+    return {f"{d.groupId}:{d.artifactId}": {"version": d.version, "sha256": d.sha256}
+            for d in sorted(lock.dependencies, key=lambda d: (d.groupId, d.artifactId))}
+
+
+def lock_differences() -> list[str]:
+    """One line per artifact where the cache and the committed lock disagree."""
+    want = locked() if LOCK_FILE.exists() else {}
+    lines = []
+    for name in settings.pins()["maven"]:
+        have = resolved(name)
+        w = want.get(name, {})
+        for key in sorted(set(have) | set(w)):
+            if have.get(key) != w.get(key):
+                lines.append(f"{name}: {key}: lock says {w.get(key)}, resolved {have.get(key)}")
+    return lines
+
+
+def write_lock() -> None:
+    import tomli_w
+
+    data = {name: resolved(name) for name in settings.pins()["maven"]}
+    header = "# Written by `python -m cluster jars --update`; checked by `--check`. Do not edit.\n"
+    LOCK_FILE.write_text(header + tomli_w.dumps(data))

@@ -1,0 +1,384 @@
+"""The local three-node Kafka cluster as one object with a few verbs.
+
+    from cluster import Cluster
+    c = Cluster()
+    c.up()                      # returns when the cluster works: 3 brokers, an RF-3 topic made
+    c.status()                  # one NodeStatus per node
+    c.kill_broker(2)            # SIGKILL, as in a power cut
+    c.start_broker(2)           # back with its data; returns when it is in the metadata again
+    with c.stopped(broker=3):   # a broker down for the length of a block
+        ...
+    c.down(wipe=False)
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import shutil
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import psutil
+
+from . import java, jars
+from . import settings as S
+from .errors import ClusterError
+from .process import Node
+
+READY_TOPIC = "course-ready-check"
+POLL_S = 0.25  # how often a bounded wait looks again
+
+WIPE_HINT = ("If you do not need the data, start afresh with `python -m cluster down --wipe` "
+             "(or `make down` then delete {home}), then `python -m cluster up`.")
+# Words in a broker's log that mean its data folder, not its configuration, is the problem.
+DATA_PROBLEMS = ("meta.properties", "Invalid cluster.id", "CorruptRecordException",
+                 "InconsistentClusterIdException", "has not been formatted", "directory.id")
+
+
+@dataclass
+class NodeStatus:
+    id: int
+    state: str                      # "alive", "stopped" or "dead" (killed or crashed)
+    pid: int | None
+    ports: dict[str, int]
+    active_controller: bool | None = None
+    leaders: int | None = None      # partition leaders this broker holds
+    rss_mb: float = 0.0
+    in_metadata: bool | None = None  # listed by the cluster as a live broker
+
+    def row(self) -> list[str]:
+        role = {True: "active", False: "follower", None: "-"}[self.active_controller]
+        return [str(self.id), self.state, str(self.pid or "-"),
+                str(self.ports["EXTERNAL"]), str(self.ports["INTERNAL"]), str(self.ports["CONTROLLER"]),
+                role if self.state == "alive" else "-",
+                "-" if self.leaders is None else str(self.leaders),
+                f"{self.rss_mb:.0f}" if self.rss_mb else "-"]
+
+
+STATUS_HEADER = ["node", "state", "pid", "client", "internal", "controller", "quorum", "leaders", "rss MB"]
+
+
+@contextlib.contextmanager
+def _quiet_kafka_logs():
+    """kafka-python logs every refused connection; while we wait for brokers, that is noise."""
+    logger = logging.getLogger("kafka")
+    old = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(old)
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes in URL-safe base64 (as `kafka-storage random-uuid`)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
+def port_holder(host: str, port: int) -> str | None:
+    """None if we can listen on host:port; otherwise who holds it, as well as we can tell."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the JVM does
+        try:
+            s.bind((host, port))
+            return None
+        except OSError:
+            pass
+    try:
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                proc = psutil.Process(conn.pid)
+                return f"pid {conn.pid} ({' '.join(proc.cmdline()[:3])[:80]})"
+    except (psutil.Error, PermissionError):
+        pass
+    return "another process (run `lsof -i :%d` or `ss -ltnp` to see which)" % port
+
+
+def live_brokers(admin) -> set[int]:
+    """Ids of the brokers the cluster lists as alive (registered and not fenced)."""
+    return {b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")}
+
+
+class Cluster:
+    def __init__(self, cfg: S.Settings | None = None):
+        self.cfg = cfg or S.Settings.from_env()
+        self.nodes = {n: Node(self.cfg, n) for n in S.NODE_IDS}
+        self.state_file = self.cfg.home / "cluster.json"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.cfg.bootstrap_servers
+
+    # --- up --------------------------------------------------------------------------------
+    def up(self, timeout: float = S.READY_TIMEOUT_S, echo=print) -> str:
+        """Start whatever nodes are not running and return the bootstrap servers once the
+        cluster works. On a running cluster it only checks that it works."""
+        to_start = [n for n in self.nodes.values() if n.process() is None]
+        if not to_start:
+            self.wait_ready(timeout, started=[])
+            return self.bootstrap_servers
+        java_bin = java.java_executable()
+        self._check_ports(to_start)
+        cluster_id = self._check_data()
+        classpath = jars.kafka_classpath()
+        for node in self.nodes.values():
+            node.write_config()
+        unformatted = [n for n in to_start if n.meta_properties() is None]
+        self._format(unformatted, java_bin, classpath, cluster_id)
+        echo(f"Starting node{'s' if len(to_start) > 1 else ''} "
+             f"{', '.join(str(n.id) for n in to_start)} (Kafka {S.kafka_version()}) in {self.cfg.home}")
+        for node in to_start:
+            node.start(java_bin, classpath)
+        self.wait_ready(timeout, started=to_start)
+        return self.bootstrap_servers
+
+    def _check_ports(self, nodes: list[Node]) -> None:
+        for node in nodes:
+            for name, port in self.cfg.ports(node.id).items():
+                holder = port_holder(self.cfg.host, port)
+                if holder:
+                    raise ClusterError(
+                        f"Port {port} ({name} listener of node {node.id}) is already in use by {holder}. "
+                        "Nothing was started.",
+                        hint="Stop that program, or run this cluster on other ports: "
+                             f"COURSE_PORT_BASE=19092 python -m cluster up (ports {S.PORT_BLOCK} apart "
+                             "from the base are used for each listener).")
+
+    def _check_data(self) -> str:
+        """The cluster id to use; a ClusterError if the data folder is stale or corrupt."""
+        home = self.cfg.home
+        hint = WIPE_HINT.format(home=home)
+        if self.state_file.exists():
+            try:
+                cluster_id = json.loads(self.state_file.read_text())["cluster_id"]
+            except (ValueError, KeyError) as e:
+                raise ClusterError(f"{self.state_file} is unreadable ({e}).", hint=hint) from e
+        else:
+            leftovers = [n for n in self.nodes.values() if n.data_dir.exists() and any(n.data_dir.iterdir())]
+            if leftovers:
+                raise ClusterError(
+                    f"{leftovers[0].data_dir} holds data, but {self.state_file} that names its cluster "
+                    "is missing: a stale or half-deleted cluster folder.", hint=hint)
+            cluster_id = new_cluster_id()
+            home.mkdir(parents=True, exist_ok=True)
+            self.state_file.write_text(json.dumps({"cluster_id": cluster_id,
+                                                   "kafka_version": S.kafka_version()}, indent=2))
+        for node in self.nodes.values():
+            meta = node.meta_properties()
+            if meta is None:
+                if node.data_dir.exists() and any(p.name != "bootstrap.checkpoint" for p in node.data_dir.iterdir()):
+                    raise ClusterError(f"{node.data_dir} holds data but no meta.properties: "
+                                       "the folder is corrupt.", hint=hint)
+                continue
+            if meta.get("cluster.id") != cluster_id or meta.get("node.id") != str(node.id):
+                raise ClusterError(
+                    f"{node.data_dir} belongs to another cluster (cluster.id={meta.get('cluster.id')}, "
+                    f"node.id={meta.get('node.id')}; expected {cluster_id}, node {node.id}).", hint=hint)
+        return cluster_id
+
+    def _format(self, nodes: list[Node], java_bin: str, classpath, cluster_id: str) -> None:
+        """Format new data folders with Kafka's storage tool, in parallel (one JVM each)."""
+        import concurrent.futures as cf
+
+        if not nodes:
+            return
+        with cf.ThreadPoolExecutor(len(nodes)) as pool:
+            results = list(pool.map(lambda n: n.format_storage(java_bin, classpath, cluster_id), nodes))
+        for node, res in zip(nodes, results):
+            if res.returncode != 0:
+                raise ClusterError(f"Formatting the data folder of node {node.id} failed (exit {res.returncode}).",
+                                   log_tail=(res.stdout + res.stderr).strip()[-3000:],
+                                   hint=WIPE_HINT.format(home=self.cfg.home))
+
+    # --- readiness ---------------------------------------------------------------------------
+    def admin(self, **overrides):
+        """A kafka-python admin client for this cluster."""
+        from kafka import KafkaAdminClient
+
+        opts = dict(bootstrap_servers=self.bootstrap_servers, client_id="course-cluster",
+                    request_timeout_ms=10_000)
+        opts.update(overrides)
+        return KafkaAdminClient(**opts)
+
+    def wait_ready(self, timeout: float = S.READY_TIMEOUT_S, started: list[Node] | None = None) -> None:
+        """Return when the cluster works: all three brokers are in the metadata and a topic
+        with replication factor 3 can be created with all replicas in sync. Fails fast, with
+        the log's tail, if a node we started exits."""
+        deadline = time.monotonic() + timeout
+        started = list(self.nodes.values()) if started is None else started
+        last_error: Exception | str = "no answer yet"
+        admin = None
+        with _quiet_kafka_logs():
+            try:
+                while time.monotonic() < deadline:
+                    self._fail_if_exited(started)
+                    try:
+                        admin = admin or self.admin()
+                        ok, last_error = self._works(admin)
+                        if ok:
+                            return
+                    except Exception as e:  # not up yet: connection refused, timeouts, ...
+                        last_error = e
+                    time.sleep(POLL_S)
+            finally:
+                if admin is not None:
+                    admin.close()
+        dead = [n for n in self.nodes.values() if n.process() is None]
+        raise ClusterError(
+            f"The cluster did not become ready within {timeout:.0f} s (last: {last_error}).",
+            log_tail="\n".join(f"--- node {n.id} ---\n{n.log_tail(10)}" for n in (dead or started)[:3]),
+            hint="See `python -m cluster status` and `python -m cluster logs`. On a slow or busy "
+                 "machine, close other programs and try again.")
+
+    def _fail_if_exited(self, started: list[Node]) -> None:
+        for node in started:
+            if node.process() is None:
+                tail = node.log_tail(30)
+                data_problem = any(word in tail for word in DATA_PROBLEMS)
+                hint = (WIPE_HINT.format(home=self.cfg.home) if data_problem else
+                        f"Read the whole log with `python -m cluster logs {node.id}`. "
+                        "Low memory? Close other programs; each broker needs about 400 MB.")
+                raise ClusterError(f"Node {node.id} exited during start-up.", log_tail=tail, hint=hint)
+
+    def _works(self, admin) -> tuple[bool, str]:
+        from kafka.admin import NewTopic
+        from kafka.errors import TopicAlreadyExistsError
+
+        brokers = live_brokers(admin)
+        if brokers != set(S.NODE_IDS):
+            return False, f"brokers in metadata: {sorted(brokers)}"
+        try:
+            admin.create_topics([NewTopic(READY_TOPIC, 1, 3)])
+        except TopicAlreadyExistsError:
+            pass
+        topic = admin.describe_topics([READY_TOPIC])[0]
+        parts = topic.get("partitions") or []
+        if topic.get("error_code", 0) or not parts or len(parts[0].get("isr_nodes", [])) != 3:
+            return False, f"{READY_TOPIC} not fully replicated yet"
+        admin.delete_topics([READY_TOPIC])
+        return True, ""
+
+    # --- status ------------------------------------------------------------------------------
+    def status(self) -> list[NodeStatus]:
+        rows = []
+        for node in self.nodes.values():
+            proc = node.process()
+            state = "alive" if proc else ("dead" if node.was_killed() else "stopped")
+            rows.append(NodeStatus(node.id, state, proc.pid if proc else None, self.cfg.ports(node.id),
+                                   rss_mb=node.rss_bytes() / 2**20))
+        if any(r.state == "alive" for r in rows):
+            self._add_cluster_view(rows)
+        return rows
+
+    def _add_cluster_view(self, rows: list[NodeStatus]) -> None:
+        """Ask the cluster itself who is the active controller and who leads what."""
+        with _quiet_kafka_logs():
+            try:
+                admin = self.admin(request_timeout_ms=5000)
+            except Exception:
+                return
+            try:
+                leader = admin.describe_metadata_quorum().get("topics", [{}])[0]["partitions"][0]["leader_id"]
+                live = live_brokers(admin)
+                counts = dict.fromkeys(S.NODE_IDS, 0)
+                for t in admin.describe_topics():
+                    for p in t.get("partitions", []):
+                        if p.get("leader_id") in counts:
+                            counts[p["leader_id"]] += 1
+                for r in rows:
+                    r.active_controller = r.id == leader
+                    r.in_metadata = r.id in live
+                    r.leaders = counts[r.id]
+            except Exception:
+                pass
+            finally:
+                admin.close()
+
+    def is_running(self) -> bool:
+        return all(n.process() for n in self.nodes.values())
+
+    # --- faults --------------------------------------------------------------------------------
+    def _node(self, broker: int) -> Node:
+        if broker not in self.nodes:
+            raise ClusterError(f"There is no broker {broker}; the brokers are {list(S.NODE_IDS)}.")
+        return self.nodes[broker]
+
+    def stop_broker(self, broker: int) -> bool:
+        """Clean shutdown of one broker (it hands over its leaderships first)."""
+        return self._node(broker).stop()
+
+    def kill_broker(self, broker: int) -> None:
+        """SIGKILL one broker: no clean shutdown, as in a crash."""
+        self._node(broker).kill()
+
+    def start_broker(self, broker: int, timeout: float = S.BROKER_REJOIN_TIMEOUT_S) -> None:
+        """Start one broker with its data; return when the cluster lists it again."""
+        node = self._node(broker)
+        if node.process() is None:
+            if not node.config_file.exists():
+                raise ClusterError(f"Node {broker} has never been set up.", hint="Run `python -m cluster up` first.")
+            self._check_ports([node])
+            node.start(java.java_executable(), jars.kafka_classpath())
+        self._wait_in_metadata(node, timeout)
+
+    def _wait_in_metadata(self, node: Node, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last: object = "no answer yet"
+        with _quiet_kafka_logs():
+            admin = None
+            try:
+                while time.monotonic() < deadline:
+                    self._fail_if_exited([node])
+                    try:
+                        admin = admin or self.admin()
+                        live = live_brokers(admin)
+                        if node.id in live:
+                            return
+                        last = f"live brokers {sorted(live)}"
+                    except Exception as e:
+                        last = e
+                    time.sleep(POLL_S)
+            finally:
+                if admin is not None:
+                    admin.close()
+        raise ClusterError(f"Broker {node.id} did not rejoin within {timeout:.0f} s (last: {last}).",
+                           log_tail=node.log_tail(20))
+
+    @contextlib.contextmanager
+    def stopped(self, broker: int, kill: bool = False):
+        """A broker down for the length of a `with` block, started again afterwards."""
+        if kill:
+            self.kill_broker(broker)
+        else:
+            self.stop_broker(broker)
+        try:
+            yield self
+        finally:
+            self.start_broker(broker)
+
+    # --- down ----------------------------------------------------------------------------------
+    def down(self, wipe: bool = False, timeout: float = S.STOP_TIMEOUT_S) -> list[int]:
+        """Stop every node (all at once, so no node waits on a quorum that is leaving).
+        Keeps the data unless wipe. Returns the ids of nodes that had to be killed."""
+        procs = {n.id: n.process() for n in self.nodes.values()}
+        for proc in procs.values():
+            if proc:
+                proc.terminate()
+        gone, alive = psutil.wait_procs([p for p in procs.values() if p], timeout=timeout)
+        for proc in alive:
+            proc.kill()
+        psutil.wait_procs(alive, timeout=10)
+        killed = [i for i, p in procs.items() if p in alive]
+        for node in self.nodes.values():
+            node.pid_file.unlink(missing_ok=True)
+        if wipe:
+            shutil.rmtree(self.cfg.home, ignore_errors=True)
+        return killed

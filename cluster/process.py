@@ -1,0 +1,154 @@
+"""One Kafka node as a local JVM process: its folder, pid file, log, start, stop and kill.
+
+Each node lives in <home>/node-N/ with server.properties, a pid file, server.log (the JVM's
+stdout and stderr, so nothing is left in a pipe that nobody reads) and data/.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections import deque
+from pathlib import Path
+
+import psutil
+
+from . import settings as S
+
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+MAIN_CLASS = "kafka.Kafka"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+
+
+class Node:
+    def __init__(self, cfg: S.Settings, node_id: int):
+        self.cfg, self.id = cfg, node_id
+        self.dir = cfg.node_dir(node_id)
+        self.config_file = self.dir / "server.properties"
+        self.pid_file = self.dir / "pid"
+        self.log_file = self.dir / "server.log"
+        self.data_dir = self.dir / "data"
+
+    def __repr__(self) -> str:
+        return f"Node({self.id}, {self.dir})"
+
+    # --- what is running -------------------------------------------------------------
+    @property
+    def marker(self) -> str:
+        """A system property on the JVM's command line that names this node's folder, so a
+        recycled pid is never mistaken for our broker."""
+        return f"-Dcourse.node={self.dir}"
+
+    def process(self) -> psutil.Process | None:
+        """The live JVM of this node, or None."""
+        try:
+            pid = int(self.pid_file.read_text())
+            proc = psutil.Process(pid)
+            popen = _children.get(pid)
+            if popen is not None:  # started by us: its own exit status is the truth
+                return proc if popen.poll() is None else None
+            if proc.status() != psutil.STATUS_ZOMBIE and self.marker in proc.cmdline():
+                return proc
+        except (FileNotFoundError, ValueError, psutil.Error):
+            pass
+        return None
+
+    @property
+    def pid(self) -> int | None:
+        proc = self.process()
+        return proc.pid if proc else None
+
+    def rss_bytes(self) -> int:
+        proc = self.process()
+        return proc.memory_info().rss if proc else 0
+
+    # --- configuration -----------------------------------------------------------------
+    def write_config(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        props = self.cfg.broker_properties(self.id)
+        text = "# Written by `python -m cluster up` from cluster/settings.py; edits are overwritten.\n"
+        text += "".join(f"{k}={v}\n" for k, v in props.items())
+        self.config_file.write_text(text)
+
+    def java_command(self, java: str, classpath: list[Path], main: str, *args: str) -> list[str]:
+        return [
+            java, f"-Xmx{self.cfg.heap}", "-Xms64m", *S.BROKER_JVM_OPTS,
+            f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+            f"-Dkafka.logs.dir={self.dir}",
+            self.marker,
+            "-cp", os.pathsep.join(str(p) for p in classpath),
+            main, *args,
+        ]
+
+    def format_storage(self, java: str, classpath: list[Path], cluster_id: str) -> subprocess.CompletedProcess:
+        """Write meta.properties into data/ (Kafka's own storage tool)."""
+        cmd = self.java_command(java, classpath, STORAGE_TOOL, "format", "-t", cluster_id,
+                                "-c", str(self.config_file), "--ignore-formatted")
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=S.READY_TIMEOUT_S)
+
+    def meta_properties(self) -> dict[str, str] | None:
+        """The data folder's meta.properties, or None if there is none."""
+        path = self.data_dir / "meta.properties"
+        if not path.exists():
+            return None
+        pairs = (line.split("=", 1) for line in path.read_text().splitlines()
+                 if "=" in line and not line.startswith("#"))
+        return {k.strip(): v.strip() for k, v in pairs}
+
+    # --- start, stop, kill -----------------------------------------------------------------
+    def start(self, java: str, classpath: list[Path]) -> psutil.Process:
+        """Launch the JVM detached from us (own session), logging to server.log."""
+        cmd = self.java_command(java, classpath, MAIN_CLASS, str(self.config_file))
+        with open(self.log_file, "ab") as log:
+            log.write(f"\n===== starting node {self.id} at {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n".encode())
+            log.flush()
+            popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                     cwd=self.dir, start_new_session=True)
+        self.pid_file.write_text(str(popen.pid))
+        # Keep the Popen reachable so Python reaps it (no zombie) when it exits while we run.
+        _children[popen.pid] = popen
+        return psutil.Process(popen.pid)
+
+    def stop(self, timeout: float = S.STOP_TIMEOUT_S) -> bool:
+        """Clean shutdown (SIGTERM), waiting up to `timeout`; SIGKILL after that.
+        Returns True if the broker stopped cleanly."""
+        proc = self.process()
+        if proc is None:
+            return True
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+            clean = True
+        except psutil.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            clean = False
+        self.pid_file.unlink(missing_ok=True)
+        return clean
+
+    def kill(self) -> None:
+        """SIGKILL: the broker dies at once, as in a power cut. The pid file stays, so
+        `status` can report the node as dead rather than stopped."""
+        proc = self.process()
+        if proc is not None:
+            proc.kill()
+            try:
+                proc.wait(10)
+            except psutil.TimeoutExpired:
+                pass
+
+    def was_killed(self) -> bool:
+        """A pid file with no live process: the node died without a clean stop."""
+        return self.pid_file.exists() and self.process() is None
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            with open(self.log_file, errors="replace") as f:
+                return "".join(deque(f, maxlen=lines)).rstrip()
+        except FileNotFoundError:
+            return "(no log yet)"
+
+
+_children: dict[int, subprocess.Popen] = {}

@@ -1,0 +1,160 @@
+"""One place for the cluster's ports, folders, pins and Kafka settings.
+
+The local cluster (cluster/kafka.py), the connection helper (cluster/connect.py), the
+compose file's test (tests/cluster/test_compose.py) and the README all read from here.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = ROOT / "pyproject.toml"
+
+NODE_IDS = (1, 2, 3)
+# Every node is broker and controller (KRaft combined mode). Each listener gets its own
+# port block: EXTERNAL is what clients use, INTERNAL carries replication between brokers,
+# CONTROLLER carries the KRaft quorum. docker-compose.yml uses the same three names.
+LISTENERS = ("EXTERNAL", "INTERNAL", "CONTROLLER")
+PORT_BLOCK = 100  # EXTERNAL 9092-9094, INTERNAL 9192-9194, CONTROLLER 9292-9294
+
+DEFAULT_PORT_BASE = 9092
+# The test suite runs its own cluster on other ports and in another folder, so that a
+# student's running lab cluster is never touched by `make test`.
+TEST_PORT_BASE = 29092
+
+# Broker settings chosen for teaching. The compose file sets the same values (checked by
+# tests/cluster/test_compose.py), so a lab behaves the same in both modes.
+TEACHING_DEFAULTS = {
+    # Three copies of everything, and a write needs two of them: one broker may die.
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+    # Fewer internal partitions than Kafka's 50: faster start, less memory, same lessons.
+    "offsets.topic.num.partitions": "12",
+    "transaction.state.log.num.partitions": "12",
+    "share.coordinator.state.topic.num.partitions": "3",
+    # Students create topics on purpose; a typo must not create a topic silently.
+    "auto.create.topics.enable": "false",
+    # Check retention every 10 s (Kafka: 5 min), so deletion is visible during a lab.
+    "log.retention.check.interval.ms": "10000",
+    # A group starts consuming at once instead of waiting 3 s for more members.
+    "group.initial.rebalance.delay.ms": "0",
+    "num.partitions": "1",
+}
+
+# Small thread pools: three brokers share a student's laptop.
+RESOURCE_SETTINGS = {
+    "num.network.threads": "2",
+    "num.io.threads": "2",
+    "num.recovery.threads.per.data.dir": "1",
+    "background.threads": "2",
+    "log.cleaner.threads": "1",
+}
+
+# JVM options for each broker: three of them must fit in about 1.2 GB together.
+BROKER_HEAP = "256m"
+BROKER_JVM_OPTS = (
+    "-XX:+UseSerialGC",
+    "-XX:MaxMetaspaceSize=128m",
+    "-XX:ReservedCodeCacheSize=48m",
+    "-XX:CICompilerCount=2",
+    "-Xss512k",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
+
+# Deadlines (seconds). Generous: they bound a wait, they are not how long a wait takes.
+READY_TIMEOUT_S = 120
+STOP_TIMEOUT_S = 30
+BROKER_REJOIN_TIMEOUT_S = 90
+
+
+@cache
+def pins() -> dict:
+    """The [tool.course] table of pyproject.toml: Maven coordinates and image tags."""
+    with open(PYPROJECT, "rb") as f:
+        return tomllib.load(f)["tool"]["course"]
+
+
+@cache
+def python_pins() -> dict[str, str]:
+    """Python package -> pinned version, from [project.dependencies]."""
+    with open(PYPROJECT, "rb") as f:
+        deps = tomllib.load(f)["project"]["dependencies"]
+    return dict(d.split("==", 1) for d in deps)
+
+
+def kafka_version() -> str:
+    """The Kafka release the cluster runs (the version of the kafka_2.13 artifact)."""
+    for coord in pins()["maven"]["kafka"]:
+        group, artifact, version = coord.rstrip("!").split(":")
+        if artifact.startswith("kafka_"):
+            return version
+    raise LookupError("pyproject.toml [tool.course.maven] kafka has no kafka_2.13 entry")
+
+
+def jars_cache() -> Path:
+    """Where jars are cached: shared by every checkout of the kit on this machine."""
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kafka-course"
+    return Path(os.environ.get("COURSE_JARS_CACHE", default))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where one local cluster lives and which ports it uses."""
+
+    home: Path
+    port_base: int = DEFAULT_PORT_BASE
+    host: str = "127.0.0.1"
+    heap: str = BROKER_HEAP
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        """COURSE_CLUSTER_HOME and COURSE_PORT_BASE override the defaults (one cluster per
+        user on a shared host: give each user their own port base)."""
+        home = Path(os.environ.get("COURSE_CLUSTER_HOME", ROOT / ".cluster"))
+        base = int(os.environ.get("COURSE_PORT_BASE", DEFAULT_PORT_BASE))
+        return cls(home=home.resolve(), port_base=base,
+                   heap=os.environ.get("COURSE_BROKER_HEAP", BROKER_HEAP))
+
+    def port(self, node: int, listener: str = "EXTERNAL") -> int:
+        return self.port_base + PORT_BLOCK * LISTENERS.index(listener) + (node - 1)
+
+    def ports(self, node: int) -> dict[str, int]:
+        return {name: self.port(node, name) for name in LISTENERS}
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.host}:{self.port(n)}" for n in NODE_IDS)
+
+    def node_dir(self, node: int) -> Path:
+        return self.home / f"node-{node}"
+
+    def broker_properties(self, node: int) -> dict[str, str]:
+        """The server.properties of one node."""
+        h = self.host
+        voters = ",".join(f"{n}@{h}:{self.port(n, 'CONTROLLER')}" for n in NODE_IDS)
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(node),
+            "controller.quorum.voters": voters,
+            "listeners": ",".join(f"{name}://{h}:{self.port(node, name)}" for name in LISTENERS),
+            "advertised.listeners": ",".join(
+                f"{name}://{h}:{self.port(node, name)}" for name in ("EXTERNAL", "INTERNAL")),
+            "listener.security.protocol.map": ",".join(f"{name}:PLAINTEXT" for name in LISTENERS),
+            "inter.broker.listener.name": "INTERNAL",
+            "controller.listener.names": "CONTROLLER",
+            "log.dirs": str(self.node_dir(node) / "data"),
+        }
+        props.update(TEACHING_DEFAULTS)
+        props.update(RESOURCE_SETTINGS)
+        return props
