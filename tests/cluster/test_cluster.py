@@ -1,0 +1,91 @@
+"""The running cluster: ready means working, status tells the truth, settings took effect."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+from cluster import Cluster, bootstrap_servers, settings
+from cluster.kafka import live_brokers
+
+
+def test_three_brokers_one_active_controller(cluster, admin):
+    assert live_brokers(admin) == {1, 2, 3}
+    rows = cluster.status()
+    assert [r.state for r in rows] == ["alive"] * 3
+    assert sum(r.active_controller for r in rows) == 1, [r.row() for r in rows]
+    assert all(r.pid and r.rss_mb > 0 for r in rows)
+
+
+def test_up_on_a_running_cluster_changes_nothing(cluster):
+    pids = [n.pid for n in cluster.nodes.values()]
+    assert cluster.up() == cluster.bootstrap_servers
+    assert [n.pid for n in cluster.nodes.values()] == pids
+
+
+def test_connection_helper_points_at_this_cluster(cluster):
+    assert bootstrap_servers() == cluster.bootstrap_servers
+    assert bootstrap_servers().split(",")[0].endswith(f":{settings.TEST_PORT_BASE}")
+
+
+def test_teaching_defaults_are_in_force(cluster, admin):
+    res = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")], config_filter=None)
+    entries = {e["name"]: e["value"] for e in res[0]["results"][0]["configs"]}  # noqa: E501
+    for key in ("default.replication.factor", "min.insync.replicas", "log.retention.check.interval.ms",
+                "auto.create.topics.enable", "offsets.topic.replication.factor"):
+        assert entries[key] == settings.TEACHING_DEFAULTS[key], key
+
+
+def test_topic_gets_three_replicas_by_default(admin, topic):
+    admin.create_topics([NewTopic(topic, 3)])  # no replication factor: the broker default
+    parts = admin.describe_topics([topic])[0]["partitions"]
+    assert len(parts) == 3
+    assert all(sorted(p["replica_nodes"]) == [1, 2, 3] for p in parts)
+
+
+def test_produce_and_consume_round_trip(admin, topic):
+    admin.create_topics([NewTopic(topic, 2, 3)])
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers(), acks="all")
+    sent = [f"msg-{i}".encode() for i in range(50)]
+    for value in sent:
+        producer.send(topic, key=value[-1:], value=value)
+    producer.flush()
+    producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap_servers(), auto_offset_reset="earliest",
+                             consumer_timeout_ms=10_000)
+    got = []
+    for record in consumer:
+        got.append(record.value)
+        if len(got) == len(sent):
+            break
+    consumer.close()
+    assert sorted(got) == sorted(sent)
+
+
+def test_status_cli_lists_every_node(cluster):
+    out = subprocess.run([sys.executable, "-m", "cluster", "status"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:3] == ["node", "state", "pid"]
+    for node in settings.NODE_IDS:
+        row = lines[node].split()
+        assert row[0] == str(node) and row[1] == "alive"
+        assert row[3] == str(cluster.cfg.port(node))
+    assert sum(line.split()[6] == "active" for line in lines[1:4]) == 1
+
+
+def test_each_node_has_its_own_folder_log_and_ports(cluster):
+    ports = set()
+    for node in cluster.nodes.values():
+        assert node.config_file.exists() and (node.data_dir / "meta.properties").exists()
+        assert "Kafka Server started" in node.log_file.read_text()
+        ports |= set(cluster.cfg.ports(node.id).values())
+    assert len(ports) == 9
+
+
+def test_a_second_cluster_object_sees_the_same_nodes(cluster):
+    other = Cluster(cluster.cfg)
+    assert [n.pid for n in other.nodes.values()] == [n.pid for n in cluster.nodes.values()]

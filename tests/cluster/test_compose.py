@@ -1,0 +1,120 @@
+"""docker-compose.yml is valid and agrees with the local cluster (there is no Docker engine
+here, so it is checked statically: `docker-compose config`, then its resolved content)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from cluster import connect, settings
+
+COMPOSE = settings.ROOT / "docker-compose.yml"
+DOCKERFILE = settings.ROOT / "cluster" / "Dockerfile"
+
+
+def kafka_env_name(key: str) -> str:
+    """The apache/kafka image's naming: KAFKA_ + key with '_'->'__', '-'->'___', '.'->'_'."""
+    return "KAFKA_" + key.replace("_", "__").replace("-", "___").replace(".", "_").upper()
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    exe = shutil.which("docker-compose")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("docker-compose is missing; .ci/run installs Debian's docker-compose package")
+        pytest.skip("docker-compose not installed (apt install docker-compose)")
+    out = subprocess.run([exe, "-f", str(COMPOSE), "config"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"docker-compose config rejected the file:\n{out.stderr}"
+    return yaml.safe_load(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def brokers(compose) -> dict[int, dict]:
+    found = {}
+    for name, svc in compose["services"].items():
+        if svc.get("image", "").startswith("apache/kafka"):
+            found[int(svc["environment"]["KAFKA_NODE_ID"])] = svc
+    return found
+
+
+def listener_names(value: str) -> list[str]:
+    return [entry.split("://")[0] for entry in value.split(",")]
+
+
+def test_three_combined_kraft_nodes(brokers):
+    assert sorted(brokers) == list(settings.NODE_IDS)
+    for svc in brokers.values():
+        env = svc["environment"]
+        assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+        assert len(env["KAFKA_CONTROLLER_QUORUM_VOTERS"].split(",")) == len(settings.NODE_IDS)
+
+
+def test_same_listener_names_as_the_local_cluster(brokers):
+    local = settings.Settings(home=settings.ROOT).broker_properties(1)
+    for svc in brokers.values():
+        env = svc["environment"]
+        assert sorted(listener_names(env["KAFKA_LISTENERS"])) == sorted(settings.LISTENERS)
+        assert env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"] == local["listener.security.protocol.map"]
+        assert env["KAFKA_INTER_BROKER_LISTENER_NAME"] == local["inter.broker.listener.name"]
+        assert env["KAFKA_CONTROLLER_LISTENER_NAMES"] == local["controller.listener.names"]
+        assert sorted(listener_names(env["KAFKA_ADVERTISED_LISTENERS"])) == ["EXTERNAL", "INTERNAL"]
+
+
+def test_same_teaching_settings_as_the_local_cluster(brokers):
+    for node, svc in brokers.items():
+        env = svc["environment"]
+        for key, value in settings.TEACHING_DEFAULTS.items():
+            assert env.get(kafka_env_name(key)) == value, f"kafka-{node}: {key} should be {value}"
+
+
+def test_host_ports_are_the_local_clusters_client_ports(brokers):
+    local = settings.Settings(home=settings.ROOT)
+    for node, svc in brokers.items():
+        published = [int(p["published"]) for p in svc["ports"]]
+        assert published == [local.port(node)]
+        advertised = dict(e.split("://") for e in svc["environment"]["KAFKA_ADVERTISED_LISTENERS"].split(","))
+        assert advertised["EXTERNAL"] == f"localhost:{local.port(node)}"
+
+
+def test_notebooks_in_compose_reach_the_internal_listener(brokers):
+    internal = sorted(dict(e.split("://") for e in svc["environment"]["KAFKA_ADVERTISED_LISTENERS"].split(","))
+                      ["INTERNAL"] for svc in brokers.values())
+    assert sorted(connect.COMPOSE_BOOTSTRAP.split(",")) == internal
+
+
+def test_cluster_id_is_a_kafka_uuid(brokers):
+    ids = {svc["environment"]["CLUSTER_ID"] for svc in brokers.values()}
+    assert len(ids) == 1
+    assert len(base64.urlsafe_b64decode(ids.pop() + "==")) == 16
+
+
+def test_every_service_is_bounded_and_brokers_have_healthchecks(compose, brokers):
+    heaps = []
+    for svc in brokers.values():
+        assert "healthcheck" in svc and "kafka-broker-api-versions" in " ".join(svc["healthcheck"]["test"])
+        heaps.append(int(re.search(r"-Xmx(\d+)m", svc["environment"]["KAFKA_HEAP_OPTS"]).group(1)))
+    assert sum(heaps) <= 1024, "three broker heaps must fit an 8 GB laptop with Spark and JupyterLab"
+    assert all("mem_limit" in svc for svc in compose["services"].values())
+
+
+def test_images_are_the_pinned_ones(compose):
+    images = settings.pins()["images"]
+    used = {svc["image"] for svc in compose["services"].values() if "image" in svc}
+    assert used == {images["kafka"], images["spark"]}
+    base = re.search(r"ARG BASE_IMAGE=(\S+)", DOCKERFILE.read_text()).group(1)
+    assert base == images["jupyter"]
+
+
+def test_jupyter_service_mounts_labs_and_runs_in_compose_mode(compose):
+    svc = compose["services"]["jupyter"]
+    assert svc["build"]["dockerfile"] == "cluster/Dockerfile"
+    assert svc["environment"]["COURSE_MODE"] == "compose"
+    targets = {v["target"] if isinstance(v, dict) else v.split(":")[1] for v in svc["volumes"]}
+    assert "/home/jovyan/course/labs" in targets

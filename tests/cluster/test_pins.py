@@ -1,0 +1,25 @@
+"""Every version is pinned once, in pyproject.toml, and the pieces agree with each other."""
+
+from cluster import jars, settings
+
+
+def test_kafka_image_runs_the_same_release_as_the_local_cluster():
+    assert settings.pins()["images"]["kafka"] == f"apache/kafka:{settings.kafka_version()}"
+
+
+def test_spark_connector_and_image_match_pyspark():
+    pyspark = settings.python_pins()["pyspark"]
+    connector = [c for c in settings.pins()["maven"]["spark-kafka"] if "spark-sql-kafka" in c][0]
+    assert connector.rstrip("!").endswith(":" + pyspark)
+    assert settings.pins()["images"]["spark"] == f"apache/spark:{pyspark}"
+
+
+def test_every_python_dependency_is_pinned_exactly():
+    import tomllib
+
+    deps = tomllib.loads(settings.PYPROJECT.read_text())["project"]["dependencies"]
+    assert all("==" in d for d in deps), [d for d in deps if "==" not in d]
+
+
+def test_lock_file_matches_what_the_pins_resolve_to():
+    assert jars.lock_differences() == []

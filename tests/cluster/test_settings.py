@@ -1,0 +1,30 @@
+"""The one place for ports, folders and broker settings."""
+
+from cluster import settings
+from cluster.settings import Settings
+
+
+def test_every_port_is_distinct_and_in_its_block():
+    cfg = Settings(home=settings.ROOT / "x")
+    ports = [cfg.port(n, name) for n in settings.NODE_IDS for name in settings.LISTENERS]
+    assert len(set(ports)) == 9
+    assert [cfg.port(n) for n in settings.NODE_IDS] == [9092, 9093, 9094]
+    assert cfg.port(1, "CONTROLLER") == 9292
+
+
+def test_broker_properties_make_a_combined_kraft_node():
+    props = Settings(home=settings.ROOT / "x", port_base=19092).broker_properties(2)
+    assert props["process.roles"] == "broker,controller"
+    assert props["node.id"] == "2"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:19292,2@127.0.0.1:19293,3@127.0.0.1:19294"
+    assert props["listeners"].split(",") == ["EXTERNAL://127.0.0.1:19093", "INTERNAL://127.0.0.1:19193",
+                                             "CONTROLLER://127.0.0.1:19293"]
+    assert props["inter.broker.listener.name"] == "INTERNAL"
+    assert props["default.replication.factor"] == "3" and props["min.insync.replicas"] == "2"
+
+
+def test_test_cluster_never_shares_ports_with_the_lab_cluster():
+    lab, test = Settings(home=settings.ROOT), Settings(home=settings.ROOT, port_base=settings.TEST_PORT_BASE)
+    lab_ports = {lab.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS}
+    test_ports = {test.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS}
+    assert not lab_ports & test_ports

@@ -1,0 +1,56 @@
+"""Spark Structured Streaming reads the live cluster through the pinned connector."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kafka import KafkaProducer
+from kafka.admin import NewTopic
+
+from cluster import bootstrap_servers, spark_session
+from cluster.spark import kafka_options
+
+
+@pytest.fixture(scope="module")
+def spark():
+    s = spark_session("test-spark", **{"spark.ui.enabled": "false"})
+    yield s
+    s.stop()
+
+
+def test_structured_streaming_reads_a_topic(spark, admin, topic, tmp_path):
+    from pyspark.sql import functions as F
+
+    admin.create_topics([NewTopic(topic, 2, 3)])
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers(), acks="all",
+                             value_serializer=lambda d: json.dumps(d).encode())
+    flights = [{"origin": o, "delay": d} for o, d in
+               [("JFK", 5), ("LGA", -3), ("JFK", 12), ("EWR", 0), ("LGA", 7), ("JFK", 1)]]
+    for f in flights:
+        producer.send(topic, key=f["origin"].encode(), value=f)
+    producer.flush()
+    producer.close()
+
+    schema = "origin STRING, delay INT"
+    stream = (spark.readStream.format("kafka").options(**kafka_options(topic, startingOffsets="earliest")).load()
+              .select(F.from_json(F.col("value").cast("string"), schema).alias("f")).select("f.*")
+              .groupBy("origin").agg(F.count("*").alias("flights"), F.sum("delay").alias("delay")))
+    query = (stream.writeStream.outputMode("complete").format("memory").queryName("by_origin")
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    assert query.awaitTermination(180), "the streaming query did not finish within 180 s"
+    rows = {r["origin"]: (r["flights"], r["delay"]) for r in spark.sql("select * from by_origin").collect()}
+    assert rows == {"JFK": (3, 18), "LGA": (2, 4), "EWR": (1, 0)}
+
+
+def test_batch_read_sees_keys_partitions_and_offsets(spark, admin, topic):
+    admin.create_topics([NewTopic(topic, 1, 3)])
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers())
+    for i in range(5):
+        producer.send(topic, key=b"k", value=b"v%d" % i)
+    producer.flush()
+    producer.close()
+    df = spark.read.format("kafka").options(**kafka_options(topic)).load()
+    rows = df.select("key", "value", "partition", "offset").orderBy("offset").collect()
+    assert [(bytes(r.key), bytes(r.value), r.partition, r.offset) for r in rows] == \
+        [(b"k", b"v%d" % i, 0, i) for i in range(5)]
