@@ -32,8 +32,8 @@ def test_connection_helper_points_at_this_cluster(cluster):
 
 
 def test_teaching_defaults_are_in_force(cluster, admin):
-    res = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")], config_filter=None)
-    entries = {e["name"]: e["value"] for e in res[0]["results"][0]["configs"]}  # noqa: E501
+    res = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")], config_filter="all")
+    entries = {name: e["value"] for name, e in res["broker"]["1"].items()}
     for key in ("default.replication.factor", "min.insync.replicas", "log.retention.check.interval.ms",
                 "auto.create.topics.enable", "offsets.topic.replication.factor"):
         assert entries[key] == settings.TEACHING_DEFAULTS[key], key

@@ -44,6 +44,13 @@ def brokers(compose) -> dict[int, dict]:
     return found
 
 
+def published_port(spec) -> int:
+    """The host port of a compose port entry, long form or short ("127.0.0.1:9092:9092/tcp")."""
+    if isinstance(spec, dict):
+        return int(spec["published"])
+    return int(str(spec).split("/")[0].split(":")[-2])
+
+
 def listener_names(value: str) -> list[str]:
     return [entry.split("://")[0] for entry in value.split(",")]
 
@@ -77,7 +84,7 @@ def test_same_teaching_settings_as_the_local_cluster(brokers):
 def test_host_ports_are_the_local_clusters_client_ports(brokers):
     local = settings.Settings(home=settings.ROOT)
     for node, svc in brokers.items():
-        published = [int(p["published"]) for p in svc["ports"]]
+        published = [published_port(p) for p in svc["ports"]]
         assert published == [local.port(node)]
         advertised = dict(e.split("://") for e in svc["environment"]["KAFKA_ADVERTISED_LISTENERS"].split(","))
         assert advertised["EXTERNAL"] == f"localhost:{local.port(node)}"
