@@ -1,0 +1,96 @@
+"""make bench: speed and memory targets, printed as a table (never asserted in tests).
+
+Runs its own cluster on its own ports (39092...) in a temporary folder, so neither a lab
+cluster nor the test cluster is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cluster import Cluster, settings
+
+BENCH_PORT_BASE = 39092
+
+
+def fresh_cluster(tmp: Path, name: str) -> Cluster:
+    return Cluster(settings.Settings(home=tmp / name, port_base=BENCH_PORT_BASE))
+
+
+def timed_up(c: Cluster) -> float:
+    t = time.perf_counter()
+    c.up(echo=lambda *_: None)
+    return time.perf_counter() - t
+
+
+def bench_cluster(runs: int, cold_runs: int) -> list[tuple]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="course-bench-") as tmp:
+        tmp = Path(tmp)
+        # Cold: an empty jar cache, so the jars come from Maven Central, and a new data folder.
+        cold = []
+        saved = os.environ.get("COURSE_JARS_CACHE")
+        for i in range(cold_runs):
+            os.environ["COURSE_JARS_CACHE"] = str(tmp / f"jars-{i}")
+            c = fresh_cluster(tmp, f"cold-{i}")
+            cold.append(timed_up(c))
+            c.down(wipe=True)
+        if saved is None:
+            os.environ.pop("COURSE_JARS_CACHE", None)
+        else:
+            os.environ["COURSE_JARS_CACHE"] = saved
+
+        # Warm: cached jars and an existing data folder, as on a student's second day.
+        c = fresh_cluster(tmp, "warm")
+        first = timed_up(c)
+        c.down()
+        warm, rss, stop = [], [], []
+        for _ in range(runs):
+            warm.append(timed_up(c))
+            rss.append(sum(n.rss_bytes() for n in c.nodes.values()) / 2**20)
+            t = time.perf_counter()
+            c.down()
+            stop.append(time.perf_counter() - t)
+        c.down(wipe=True)
+    rows.append(("cold start to ready (empty jar cache)", cold, "s", None))
+    rows.append(("first start to ready (cached jars, new data)", [first], "s", None))
+    rows.append(("warm start to ready", warm, "s", 15.0))
+    rows.append(("resident memory, three brokers", rss, "MB", 1200.0))
+    rows.append(("down (clean stop of all three)", stop, "s", None))
+    return rows
+
+
+def print_table(rows: list[tuple]) -> None:
+    header = ("measure", "runs", "median", "min", "max", "target", "")
+    lines = [header]
+    for name, values, unit, target in rows:
+        if not values:
+            continue
+        med = statistics.median(values)
+        verdict = "" if target is None else ("ok" if med <= target else "OVER")
+        lines.append((name, str(len(values)), f"{med:.1f} {unit}", f"{min(values):.1f}", f"{max(values):.1f}",
+                      "-" if target is None else f"<= {target:g} {unit}", verdict))
+    widths = [max(len(r[i]) for r in lines) for i in range(len(header))]
+    for r in lines:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=3, help="warm starts to time (default 3)")
+    p.add_argument("--cold-runs", type=int, default=2, help="cold starts, each downloading the jars (default 2)")
+    a = p.parse_args(argv)
+    print(f"Cluster benchmark: {os.cpu_count()} cores, Kafka {settings.kafka_version()}, "
+          f"heap {settings.BROKER_HEAP} per broker\n")
+    print_table(bench_cluster(a.runs, a.cold_runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
