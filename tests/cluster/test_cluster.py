@@ -41,6 +41,7 @@ def test_teaching_defaults_are_in_force(cluster, admin):
 
 def test_topic_gets_three_replicas_by_default(admin, topic):
     admin.create_topics([NewTopic(topic, 3)])  # no replication factor: the broker default
+    admin.wait_for_topics([topic])
     parts = admin.describe_topics([topic])[0]["partitions"]
     assert len(parts) == 3
     assert all(sorted(p["replica_nodes"]) == [1, 2, 3] for p in parts)
@@ -48,6 +49,7 @@ def test_topic_gets_three_replicas_by_default(admin, topic):
 
 def test_produce_and_consume_round_trip(admin, topic):
     admin.create_topics([NewTopic(topic, 2, 3)])
+    admin.wait_for_topics([topic])
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers(), acks="all")
     sent = [f"msg-{i}".encode() for i in range(50)]
     for value in sent:

@@ -47,6 +47,7 @@ def read_all(topic: str, partitions: int) -> list[bytes]:
 
 def test_acks_all_loses_nothing_when_a_broker_is_killed_mid_stream(healthy, admin, topic):
     admin.create_topics([NewTopic(topic, 3, 3)])
+    admin.wait_for_topics([topic])
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers(), acks="all", retries=10**6,
                              enable_idempotence=True, linger_ms=5, request_timeout_ms=15_000,
                              delivery_timeout_ms=120_000)
@@ -91,6 +92,7 @@ def test_acks_all_loses_nothing_when_a_broker_is_killed_mid_stream(healthy, admi
 
 def test_stop_broker_is_clean_and_the_data_stays(healthy, admin, topic):
     admin.create_topics([NewTopic(topic, 1, 3)])
+    admin.wait_for_topics([topic])
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers(), acks="all")
     for i in range(20):
         producer.send(topic, value=b"%d" % i)

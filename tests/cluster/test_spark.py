@@ -23,6 +23,7 @@ def test_structured_streaming_reads_a_topic(spark, admin, topic, tmp_path):
     from pyspark.sql import functions as F
 
     admin.create_topics([NewTopic(topic, 2, 3)])
+    admin.wait_for_topics([topic])
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers(), acks="all",
                              value_serializer=lambda d: json.dumps(d).encode())
     flights = [{"origin": o, "delay": d} for o, d in
@@ -45,6 +46,7 @@ def test_structured_streaming_reads_a_topic(spark, admin, topic, tmp_path):
 
 def test_batch_read_sees_keys_partitions_and_offsets(spark, admin, topic):
     admin.create_topics([NewTopic(topic, 1, 3)])
+    admin.wait_for_topics([topic])
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers())
     for i in range(5):
         producer.send(topic, key=b"k", value=b"v%d" % i)
