@@ -1,0 +1,60 @@
+"""python -m autograder grade <lab> <notebook.ipynb> [--json FILE] | selftest"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .checks import DEFAULT_SEED
+from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S
+
+EXIT_INFRASTRUCTURE = 2
+
+
+def cmd_grade(a) -> int:
+    from .pipeline import grade
+
+    result = grade(a.lab, Path(a.notebook), seed=a.seed, cell_timeout=a.cell_timeout, total_timeout=a.total_timeout)
+    result.write_json(Path(a.json))
+    print(result.table())
+    print(f"results written to {a.json}")
+    if result.infrastructure_error:
+        print(f"infrastructure error: {result.infrastructure_error}", file=sys.stderr)
+        return EXIT_INFRASTRUCTURE
+    return 0
+
+
+def cmd_selftest(a) -> int:
+    from .selftest import selftest
+
+    return selftest(labs=a.labs, jobs=a.jobs, write_corpus=a.write_corpus)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m autograder", description="Grade notebooks against the live cluster.")
+    sub = p.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("grade", help="grade one submission; writes Gradescope's results.json")
+    g.add_argument("lab", help="the lab, e.g. lab1")
+    g.add_argument("notebook", help="the student's notebook")
+    g.add_argument("--json", default="results/results.json", help="where to write results.json (default: %(default)s)")
+    g.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the checks' random inputs (default: %(default)s)")
+    g.add_argument("--cell-timeout", type=float, default=CELL_TIMEOUT_S, help="seconds per cell (default: %(default)s)")
+    g.add_argument("--total-timeout", type=float, default=TOTAL_TIMEOUT_S,
+                   help="seconds for the whole notebook (default: %(default)s)")
+    g.set_defaults(func=cmd_grade)
+    s = sub.add_parser("selftest", help="solutions score full marks, blanks 0, the corpus its expected scores")
+    s.add_argument("labs", nargs="*", help="only these labs (default: all)")
+    s.add_argument("--jobs", type=int, default=2, help="gradings run at the same time (default: %(default)s)")
+    s.add_argument("--write-corpus", metavar="DIR", help="also write the corpus notebooks to DIR, to read them")
+    s.set_defaults(func=cmd_selftest)
+    return p
+
+
+def main(argv=None) -> int:
+    a = parser().parse_args(argv)
+    return a.func(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""The check library: one check per graded part, named by its label ("lab1-q3").
+
+A check looks at the live cluster and at what the student's code returns, and fails with
+a message a student can act on: what was expected, what was found, a hint.
+
+The same check runs in two places:
+- in the student's kernel, from an nbgrader test cell: `grade("lab1-q3")` (a self-check
+  while working, and nbgrader's points);
+- in the grader's own process, after the notebook ran (`python -m autograder grade`): it
+  reads values out of the kernel, but computes the truth and the verdict itself, so code
+  in the notebook cannot change the score it reports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+DEFAULT_SEED = 6544  # printed with every result; --seed replays another
+
+
+class CheckFailed(AssertionError):
+    """A graded part is wrong. The message says expected vs found, and a hint."""
+
+    def __init__(self, what: str, expected: Any = None, found: Any = None, hint: str = ""):
+        self.what, self.expected, self.found, self.hint = what, expected, found, hint
+        msg = what
+        if expected is not None or found is not None:
+            msg += f"\n  expected: {_short(expected)}\n  found:    {_short(found)}"
+        if hint:
+            msg += f"\n  hint: {hint}"
+        super().__init__(msg)
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+def expect(ok: bool, what: str, expected: Any = None, found: Any = None, hint: str = "") -> None:
+    if not ok:
+        raise CheckFailed(what, expected, found, hint)
+
+
+def expect_equal(found: Any, expected: Any, what: str, hint: str = "") -> None:
+    expect(found == expected, what, expected, found, hint)
+
+
+class Submission(Protocol):
+    """What a check may ask of the student's code."""
+
+    def value(self, expr: str) -> Any:
+        """The value of a Python expression in the notebook (literals only: numbers,
+        strings, bytes, lists, tuples, dicts, sets, None)."""
+
+    def has(self, name: str) -> bool:
+        """Whether the notebook defined `name`."""
+
+
+class MissingAnswer(CheckFailed):
+    def __init__(self, name: str, error: str = ""):
+        hint = (f"Run the cell that defines `{name}` before this test." if not error else
+                "Run your notebook from the top (Kernel > Restart & Run All) and fix the first error.")
+        super().__init__(f"`{name}` is not defined or could not be evaluated" + (f" ({error})" if error else ""),
+                         hint=hint)
+
+
+class LocalSubmission:
+    """The notebook's own globals, for checks run inside the student's kernel."""
+
+    def __init__(self, user_ns: dict):
+        self.ns = user_ns
+
+    def has(self, name: str) -> bool:
+        return name in self.ns
+
+    def value(self, expr: str) -> Any:
+        try:
+            return eval(expr, self.ns)  # noqa: S307 - the student's own kernel
+        except NameError as e:
+            raise MissingAnswer(expr.split("(")[0], str(e)) from None
+        except Exception as e:
+            raise CheckFailed(f"`{expr}` raised {type(e).__name__}: {e}",
+                              hint="Fix the error in your code, then run this test again.") from None
+
+
+@dataclass
+class Context:
+    """Everything a check gets: the submission, the cluster, and a seeded random source."""
+
+    lab: str
+    label: str
+    sub: Submission
+    namespace: str
+    bootstrap_servers: str
+    seed: int = DEFAULT_SEED
+    rng: random.Random = field(init=False)
+    _admin: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        self.rng = random.Random(f"{self.seed}:{self.label}")
+
+    def topic(self, name: str) -> str:
+        return f"{self.namespace}.{name}"
+
+    def group(self, name: str) -> str:
+        return f"{self.namespace}.{name}"
+
+    @property
+    def admin(self):
+        if self._admin is None:
+            from kafka import KafkaAdminClient
+
+            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
+                                           client_id=f"grader-{self.namespace}", request_timeout_ms=15_000)
+        return self._admin
+
+    def close(self):
+        if self._admin is not None:
+            self._admin.close()
+
+
+@dataclass
+class Check:
+    label: str
+    func: Callable[[Context], None]
+    title: str
+
+
+REGISTRY: dict[str, Check] = {}
+
+
+def check(label: str):
+    """Register a check for one graded part; its docstring's first line is its title."""
+    def register(func):
+        REGISTRY[label] = Check(label, func, (func.__doc__ or label).strip().splitlines()[0])
+        return func
+    return register
+
+
+def lab_of(label: str) -> str:
+    return label.split("-")[0]
+
+
+def checks_for(lab: str) -> dict[str, Check]:
+    importlib.import_module(f"autograder.checks.{lab}")
+    return {k: v for k, v in REGISTRY.items() if lab_of(k) == lab}
+
+
+def run_check(label: str, ctx: Context) -> None:
+    """Run one check; CheckFailed on a wrong answer."""
+    spec = checks_for(lab_of(label)).get(label)
+    if spec is None:
+        raise KeyError(f"no check is registered for {label}")
+    spec.func(ctx)
+
+
+def grade(label: str, user_ns: dict | None = None) -> None:
+    """Called by a notebook's test cell: run the check for `label` against this notebook
+    and the live cluster. Prints one line when it passes; raises CheckFailed when not."""
+    from cluster.connect import bootstrap_servers, namespace
+
+    if user_ns is None:
+        from IPython import get_ipython
+
+        user_ns = get_ipython().user_ns
+    seed = int(os.environ.get("COURSE_SEED", DEFAULT_SEED))
+    ctx = Context(lab_of(label), label, LocalSubmission(user_ns), namespace(), bootstrap_servers(), seed)
+    start = time.monotonic()
+    try:
+        run_check(label, ctx)
+    finally:
+        ctx.close()
+    print(f"{label} passed ({time.monotonic() - start:.1f} s): {REGISTRY[label].title}")

@@ -1,0 +1,72 @@
+"""Read the cluster's state from outside the student's kernel: topics, records, offsets."""
+
+from __future__ import annotations
+
+import time
+
+from kafka import KafkaConsumer, TopicPartition
+
+from . import CheckFailed, Context, expect
+
+READ_DEADLINE_S = 30
+
+
+def describe_topic(ctx: Context, name: str, hint: str = "") -> dict:
+    """The topic's metadata; a CheckFailed naming the topic if it does not exist."""
+    topic = ctx.topic(name)
+    found = [t for t in ctx.admin.describe_topics([topic]) if t.get("error_code", 0) == 0]
+    expect(bool(found) and bool(found[0]["partitions"]), f"topic {topic!r} does not exist",
+           expected=topic, found=sorted(t for t in ctx.admin.list_topics() if t.startswith(ctx.namespace + ".")),
+           hint=hint or f"Create it with lab.topic({name!r}) as its name.")
+    return found[0]
+
+
+def topic_configs(ctx: Context, name: str) -> dict[str, str]:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    topic = ctx.topic(name)
+    res = ctx.admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    return {k: v["value"] for k, v in res["topic"][topic].items()}
+
+
+def read_all(ctx: Context, name: str, limit: int = 1_000_000):
+    """Every record of the topic, partition by partition, from the first offset to the end
+    offset as it is now. Reads with no consumer group, so it changes nothing."""
+    meta = describe_topic(ctx, name)
+    topic = ctx.topic(name)
+    consumer = KafkaConsumer(bootstrap_servers=ctx.bootstrap_servers, enable_auto_commit=False,
+                             client_id=f"grader-{ctx.namespace}")
+    try:
+        tps = [TopicPartition(topic, p["partition_index"]) for p in meta["partitions"]]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        end = consumer.end_offsets(tps)
+        records = []
+        deadline = time.monotonic() + READ_DEADLINE_S
+        while any(consumer.position(tp) < end[tp] for tp in tps):
+            if time.monotonic() > deadline:
+                raise CheckFailed(f"could not read {topic} within {READ_DEADLINE_S} s",
+                                  hint="This is a problem with the grader's cluster, not your code.")
+            for batch in consumer.poll(timeout_ms=500).values():
+                records.extend(r for r in batch if r.offset < end[TopicPartition(r.topic, r.partition)])
+            if len(records) > limit:
+                break
+        return records
+    finally:
+        consumer.close()
+
+
+def end_offsets(ctx: Context, name: str) -> dict[int, int]:
+    meta = describe_topic(ctx, name)
+    consumer = KafkaConsumer(bootstrap_servers=ctx.bootstrap_servers)
+    try:
+        tps = [TopicPartition(ctx.topic(name), p["partition_index"]) for p in meta["partitions"]]
+        return {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
+    finally:
+        consumer.close()
+
+
+def committed_offsets(ctx: Context, group: str, name: str) -> dict[int, int]:
+    """partition -> committed offset of the group on the topic (only partitions it committed)."""
+    offsets = ctx.admin.list_group_offsets(ctx.group(group)).get(ctx.group(group), {})
+    return {tp.partition: om.offset for tp, om in offsets.items() if tp.topic == ctx.topic(name)}

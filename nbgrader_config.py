@@ -1,0 +1,12 @@
+# nbgrader: the source notebooks live in solutions/, the student release in labs/.
+#   nbgrader generate_assignment lab1 --force      (make regenerates every lab: `make release`)
+c = get_config()  # noqa: F821 - provided by nbgrader
+c.CourseDirectory.root = "."
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "labs"
+c.CourseDirectory.course_id = "kafka-course"
+c.CourseDirectory.db_url = "sqlite:///.nbgrader/gradebook.db"
+# The release keeps only the notebooks and their contract files.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*_pb2.py", "*_pb2_grpc.py",
+                            "home", "tmp", "feedback"]
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
