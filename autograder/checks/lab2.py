@@ -1,0 +1,114 @@
+"""Lab 2, topics, producers and consumers: the checks of its five graded parts."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .. import protos
+from . import CheckFailed, Context, check, expect, expect_equal
+from .kafka_state import committed_offsets, describe_topic, end_offsets, read_all, topic_configs
+
+TOPIC = "flights"
+PARTITIONS, REPLICAS, RETENTION_MS = 4, 3, "3600000"
+SCHEMA_HEADER = ("schema", b"flights.Flight")
+
+
+def Flight():
+    return protos.messages("lab2", "flight.proto")["Flight"]
+
+
+def day_one():
+    from cluster.lab import load_flights
+
+    return load_flights(day=1)
+
+
+def identity(carrier, flight, origin, dest, sched_dep_time) -> tuple:
+    return (carrier, flight, origin, dest, sched_dep_time)
+
+
+@check("lab2-q1")
+def flights_topic(ctx: Context) -> None:
+    """the flights topic has 4 partitions, 3 replicas each, and one hour of retention"""
+    meta = describe_topic(ctx, TOPIC)
+    parts = meta["partitions"]
+    expect_equal(len(parts), PARTITIONS, f"number of partitions of {ctx.topic(TOPIC)}",
+                 hint="NewTopic(name, num_partitions=4, replication_factor=3, ...)")
+    replicas = sorted({len(p["replica_nodes"]) for p in parts})
+    expect_equal(replicas, [REPLICAS], "replicas per partition")
+    retention = topic_configs(ctx, TOPIC).get("retention.ms")
+    expect_equal(retention, RETENTION_MS, "the topic's retention.ms",
+                 hint="Pass topic_configs={'retention.ms': '3600000'} to NewTopic.")
+
+
+@check("lab2-q2")
+def flights_on_the_topic(ctx: Context) -> None:
+    """every flight of 1 January is on the topic once: carrier key, protobuf value, schema header"""
+    truth = day_one()
+    records = read_all(ctx, TOPIC)
+    expect_equal(len(records), len(truth), f"number of messages on {ctx.topic(TOPIC)}",
+                 hint="Send each flight exactly once, then producer.flush(); re-run the notebook from the "
+                      "top if you sent some twice.")
+    seen = Counter()
+    for r in records:
+        try:
+            f = Flight().FromString(r.value)
+        except Exception:
+            raise CheckFailed(f"the message at partition {r.partition} offset {r.offset} is not a flights.Flight",
+                              found=r.value[:60], hint="Send to_protobuf(flight) as the value.") from None
+        expect_equal(r.key, f.carrier.encode(), f"the key of the message at partition {r.partition} offset {r.offset}",
+                     hint="Use the carrier code, as bytes, as the key: key=f['carrier'].encode().")
+        headers = [(k, bytes(v)) for k, v in (r.headers or [])]
+        expect(SCHEMA_HEADER in headers, f"the headers of the message at partition {r.partition} offset {r.offset}",
+               expected=[SCHEMA_HEADER], found=headers, hint="headers=[('schema', b'flights.Flight')]")
+        seen[identity(f.carrier, f.flight, f.origin, f.dest, f.sched_dep_time)] += 1
+    want = Counter(identity(t["carrier"], t["flight"], t["origin"], t["dest"], t["sched_dep_time"]) for t in truth)
+    expect(seen == want, "the flights on the topic should be exactly the flights of 1 January",
+           expected=f"{len(want)} flights", found=f"{len(seen - want)} unexpected, {len(want - seen)} missing",
+           hint="Send every flight in `flights`, each once.")
+
+
+@check("lab2-q3")
+def first_record_metadata(ctx: Context) -> None:
+    """first_sent is the (partition, offset) where the first flight landed"""
+    got = ctx.sub.value("first_sent")
+    expect(isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(x, int) for x in got),
+           "first_sent should be a (partition, offset) pair", found=got,
+           hint="meta = futures[0].get(timeout=10); first_sent = (meta.partition, meta.offset)")
+    partition, offset = got
+    first = day_one()[0]
+    match = [r for r in read_all(ctx, TOPIC) if r.partition == partition and r.offset == offset]
+    expect(bool(match), f"no message at partition {partition}, offset {offset}", expected="the first flight")
+    f = Flight().FromString(match[0].value)
+    expect_equal(identity(f.carrier, f.flight, f.origin, f.dest, f.sched_dep_time),
+                 identity(first["carrier"], first["flight"], first["origin"], first["dest"], first["sched_dep_time"]),
+                 f"the flight at partition {partition}, offset {offset}",
+                 hint="Take the metadata of the first future, futures[0].")
+
+
+@check("lab2-q4")
+def delays_by_origin(ctx: Context) -> None:
+    """delays holds the mean departure delay per airport, and the group committed to the end"""
+    sums, counts = Counter(), Counter()
+    for f in day_one():
+        if f["dep_delay"] is not None:
+            sums[f["origin"]] += f["dep_delay"]
+            counts[f["origin"]] += 1
+    truth = {o: round(sums[o] / counts[o], 2) for o in sums}
+    got = ctx.sub.value("delays")
+    expect_equal(got, truth, "delays: mean dep_delay per origin, rounded to 2 decimals",
+                 hint="Skip flights without a dep_delay (cancelled: HasField('dep_delay') is False), and read "
+                      "from the earliest offset until polls come back empty.")
+    committed = committed_offsets(ctx, "delays", TOPIC)
+    expect_equal(committed, end_offsets(ctx, TOPIC), f"offsets committed by group {ctx.group('delays')}",
+                 hint="Commit (consumer.commit()) after processing, before close().")
+
+
+@check("lab2-q5")
+def earliest_and_latest(ctx: Context) -> None:
+    """a new group reads every message with 'earliest' and none with 'latest'"""
+    total = sum(end_offsets(ctx, TOPIC).values())
+    expect_equal(ctx.sub.value("earliest_count"), total, "earliest_count (a new group, auto_offset_reset='earliest')",
+                 hint="A new group with 'earliest' starts at the first offset of every partition.")
+    expect_equal(ctx.sub.value("latest_count"), 0, "latest_count (a new group, auto_offset_reset='latest')",
+                 hint="'latest' starts at the end: only messages produced after the consumer joined.")
