@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test bench up down status jars install clean
+.PHONY: lab test bench up down status jars install release selftest clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; found " + sys.version.split()[0])'
@@ -39,6 +39,14 @@ test: jars
 
 bench: jars
 	$(PY) -m bench
+
+# labs/ is generated from solutions/ by nbgrader; never edit labs/ by hand.
+release: $(STAMP)
+	@for lab in $$(ls solutions); do \
+	  $(VENV)/bin/nbgrader generate_assignment $$lab --force --no-db --log-level=WARN || exit 1; done
+
+selftest: up
+	$(PY) -m autograder selftest
 
 clean: down
 	rm -rf $(VENV) .cluster .test-cluster

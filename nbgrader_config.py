@@ -1,7 +1,9 @@
 # nbgrader: the source notebooks live in solutions/, the student release in labs/.
 #   nbgrader generate_assignment lab1 --force      (make regenerates every lab: `make release`)
+import os
+
 c = get_config()  # noqa: F821 - provided by nbgrader
-c.CourseDirectory.root = "."
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "labs"
 c.CourseDirectory.course_id = "kafka-course"

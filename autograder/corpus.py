@@ -100,6 +100,15 @@ SCENARIOS = (
                    'auto_offset_reset="earliest")'),
               Edit("lab2-consume", "sub", "pass  # forgot to commit", "consumer.commit()")),
              fails("lab2-q4")),
+    Scenario("tampers-with-checks", "lab1", "a wrong counter, plus a cell that disables the checks in its "
+             "own kernel and prints a fake pass",
+             (Edit("lab1-increase", "sub", "counts[key] = amt", "counts[key] = counts.get(key, 0) + amt"),
+              Edit("lab1-increase", "after",
+                   "import autograder.checks as c\n"
+                   "c.expect = c.expect_equal = lambda *a, **k: None\n"
+                   "c.grade = lambda label, *a: print(label, 'passed')\n"
+                   "print('lab1-q1 passed (1.0 s)')")),
+             fails("lab1-q1")),
     # --- broken submissions: the grader survives each, scores what it can, says what happened
     Scenario("syntax-error", "lab1", "a missing colon in the first function",
              (Edit("lab1-increase", "sub", "def increase(key, amt)\n", "def increase(key, amt):\n"),),

@@ -1,0 +1,124 @@
+"""`python -m autograder grade`: always a results.json; non-zero only when it could not grade;
+a submission never harms the machine, the cluster or other gradings."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+from kafka import KafkaProducer
+from kafka.admin import NewTopic
+
+from autograder.corpus import Edit, Scenario, scenarios
+from autograder.pipeline import SOLUTIONS
+from cluster import bootstrap_servers
+
+
+def grade(lab: str, notebook: Path, out: Path, env: dict | None = None, *extra: str):
+    cmd = [sys.executable, "-m", "autograder", "grade", lab, str(notebook), "--json", str(out),
+           "--cell-timeout", "20", *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    data = json.loads(out.read_text()) if out.exists() else None
+    return proc, data
+
+
+def scenario_notebook(name: str, tmp_path: Path) -> tuple[str, Path]:
+    s = next(s for s in scenarios() if s.name == name)
+    path = tmp_path / f"{name}.ipynb"
+    nbformat.write(s.build(nbformat.read(SOLUTIONS / s.lab / f"{s.lab}.ipynb", as_version=4)), path)
+    return s.lab, path
+
+
+def test_results_json_is_gradescope_shaped(cluster, tmp_path):
+    lab, nb = scenario_notebook("counter-overwrites", tmp_path)
+    proc, data = grade(lab, nb, tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stderr
+    assert (data["score"], data["max_score"]) == (9, 10)
+    visible = [t for t in data["tests"] if t["visibility"] == "visible"]
+    assert [t["name"] for t in visible] == ["lab1-q1", "lab1-q2", "lab1-q3", "lab1-q4", "lab1-q5"]
+    q1 = visible[0]
+    assert q1["score"] == 0 and "expected" in q1["output"] and "found" in q1["output"] and "hint" in q1["output"]
+    # the printed table: one line per check
+    assert any(line.split()[:2] == ["lab1-q1", "FAIL"] for line in proc.stdout.splitlines())
+
+
+def test_cluster_down_is_an_infrastructure_error_not_a_zero(tmp_path):
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1")
+    proc, data = grade("lab1", SOLUTIONS / "lab1" / "lab1.ipynb", tmp_path / "r.json", env)
+    assert proc.returncode == 2
+    assert "infrastructure error" in proc.stderr and "does not answer" in proc.stderr
+    assert data is not None and "Infrastructure error" in data["output"] and "not a problem with your work" in data["output"]
+
+
+def test_missing_notebook_and_unknown_lab_cannot_be_graded(cluster, tmp_path):
+    proc, data = grade("lab1", tmp_path / "nothing.ipynb", tmp_path / "a.json")
+    assert proc.returncode == 2 and "does not exist" in proc.stderr and data is not None
+    proc, _ = grade("lab99", SOLUTIONS / "lab1" / "lab1.ipynb", tmp_path / "b.json")
+    assert proc.returncode == 2 and "unknown lab 'lab99'" in proc.stderr
+
+
+def test_a_corrupt_notebook_is_graded_zero_with_the_reason(cluster, tmp_path):
+    bad = tmp_path / "lab1.ipynb"
+    bad.write_text('{"cells": [ this is not json')
+    proc, data = grade("lab1", bad, tmp_path / "r.json")
+    assert proc.returncode == 0
+    assert data["score"] == 0 and "not a readable Jupyter notebook" in data["output"]
+
+
+def test_edited_test_cells_are_restored(cluster, tmp_path):
+    """A student who replaces a test cell with `pass` gains nothing: the course's cell is put back."""
+    nb = nbformat.read(SOLUTIONS / "lab1" / "lab1.ipynb", as_version=4)
+    nb = Scenario("x", "lab1", "", (Edit("lab1-increase", "sub", "counts[key] = amt",
+                                         "counts[key] = counts.get(key, 0) + amt"),)).build(nb)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "lab1-q1":
+            cell.source = "pass"
+    path = tmp_path / "lab1.ipynb"
+    nbformat.write(nb, path)
+    _, data = grade("lab1", path, tmp_path / "r.json")
+    assert data["score"] == 9
+
+
+def test_runaway_children_are_killed(cluster, tmp_path):
+    marker = str(987000 + os.getpid() % 1000)
+    nb = nbformat.read(SOLUTIONS / "lab1" / "lab1.ipynb", as_version=4)
+    nb = Scenario("x", "lab1", "", (Edit("lab1-increase", "after",
+                                         f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'])\n"
+                                         f"subprocess.Popen(['sleep', '{marker}'], start_new_session=True)"),)).build(nb)
+    path = tmp_path / "lab1.ipynb"
+    nbformat.write(nb, path)
+    proc, data = grade("lab1", path, tmp_path / "r.json")
+    assert data["score"] == 10
+    left = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", marker]]
+    assert not left, f"processes started by the notebook are still running: {left}"
+
+
+def test_deleting_every_topic_spares_other_users(cluster, admin, tmp_path):
+    bystander = f"someone-else.{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(bystander, 1, 3)])
+    admin.wait_for_topics([bystander])
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers())
+    producer.send(bystander, b"precious").get(timeout=30)
+    producer.close()
+    lab, nb = scenario_notebook("deletes-every-topic", tmp_path)
+    _, data = grade(lab, nb, tmp_path / "r.json")
+    assert data["score"] == 10
+    assert "refused to delete topics" in data["output"] or "PermissionError" in data["output"]
+    assert bystander in admin.list_topics()
+    admin.delete_topics([bystander])
+
+
+def test_writing_outside_the_working_folder_is_refused(cluster, tmp_path):
+    lab, nb = scenario_notebook("writes-outside-its-folder", tmp_path)
+    _, data = grade(lab, nb, tmp_path / "r.json")
+    assert data["score"] == 10 and "PermissionError" in data["output"]
+    assert not Path("/course-escape.txt").exists() and not Path("/tmp/course-escape.txt").exists()
+    leftovers = [t for t in cluster.admin().list_topics() if t.startswith("grade-lab1-")]
+    assert leftovers == [], "the grading namespace was not cleaned up"
