@@ -1,7 +1,8 @@
 """make bench: speed and memory targets, printed as a table (never asserted in tests).
 
-Runs its own cluster on its own ports (39092...) in a temporary folder, so neither a lab
-cluster nor the test cluster is touched.
+Cluster start-up and memory; grading time per lab and its stability (one score over many
+runs). Runs its own cluster on its own ports (39092...) in a temporary folder, so neither a
+lab cluster nor the test cluster is touched.
 """
 
 from __future__ import annotations
@@ -66,6 +67,39 @@ def bench_cluster(runs: int, cold_runs: int) -> list[tuple]:
     return rows
 
 
+def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
+    """Grade each lab's solution `runs` times through the CLI: time, and whether the score
+    ever changes (it must not: same submission, same seed, same score)."""
+    import json
+    import subprocess
+
+    from autograder.pipeline import SOLUTIONS
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="course-bench-") as tmp:
+        tmp = Path(tmp)
+        c = fresh_cluster(tmp, "grading")
+        c.up(echo=lambda *_: None)
+        env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=c.bootstrap_servers)
+        try:
+            for lab in labs:
+                times, scores = [], set()
+                for i in range(runs):
+                    out = tmp / f"{lab}-{i}.json"
+                    t = time.perf_counter()
+                    subprocess.run([sys.executable, "-m", "autograder", "grade", lab,
+                                    str(SOLUTIONS / lab / f"{lab}.ipynb"), "--json", str(out)],
+                                   env=env, capture_output=True, timeout=900)
+                    times.append(time.perf_counter() - t)
+                    scores.add(json.loads(out.read_text())["score"])
+                    print(f"  {lab} run {i + 1}/{runs}: {times[-1]:.1f} s, score {sorted(scores)}", file=sys.stderr)
+                rows.append((f"grade {lab} solution (CLI, end to end)", times, "s", 20.0))
+                rows.append((f"distinct scores of {lab} over {runs} runs", [float(len(scores))], "", 1.0))
+        finally:
+            c.down(wipe=True)
+    return rows
+
+
 def print_table(rows: list[tuple]) -> None:
     header = ("measure", "runs", "median", "min", "max", "target", "")
     lines = [header]
@@ -85,10 +119,19 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=3, help="warm starts to time (default 3)")
     p.add_argument("--cold-runs", type=int, default=2, help="cold starts, each downloading the jars (default 2)")
+    p.add_argument("--grading-runs", type=int, default=20, help="gradings of each lab's solution (default 20)")
+    p.add_argument("--only", choices=("cluster", "grading"), help="run one part")
     a = p.parse_args(argv)
-    print(f"Cluster benchmark: {os.cpu_count()} cores, Kafka {settings.kafka_version()}, "
+    print(f"Benchmark: {os.cpu_count()} cores, Kafka {settings.kafka_version()}, "
           f"heap {settings.BROKER_HEAP} per broker\n")
-    print_table(bench_cluster(a.runs, a.cold_runs))
+    rows = []
+    if a.only in (None, "cluster"):
+        rows += bench_cluster(a.runs, a.cold_runs)
+    if a.only in (None, "grading"):
+        from autograder.selftest import labs
+
+        rows += bench_grading(a.grading_runs, labs())
+    print_table(rows)
     return 0
 
 
