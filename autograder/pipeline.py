@@ -155,10 +155,12 @@ def kernel_env(job: Job) -> dict[str, str]:
 def run_notebook_and_checks(job: Job) -> None:
     by_label = {c.label: c for c in job.result.checks}
     done: set[str] = set()
+    scratch, cleanup = {}, []
 
     def run_one(session: KernelSession, label: str) -> None:
         res = by_label[label]
-        ctx = Context(job.lab, label, session, job.namespace, job.bootstrap, job.seed)
+        ctx = Context(job.lab, label, session, job.namespace, job.bootstrap, job.seed, workdir=job.workdir,
+                      scratch=scratch, cleanup=cleanup)
         start = time.monotonic()
         try:
             checks_for(job.lab)[label].func(ctx)
@@ -177,9 +179,12 @@ def run_notebook_and_checks(job: Job) -> None:
     with KernelSession(job.submission, job.workdir, kernel_env(job), job.cell_timeout, job.total_timeout) as session:
         session.run_silently(f"import autograder.guard as _g; _g.install({str(job.workdir)!r}, {job.namespace!r}); del _g")
         log = session.run(lambda index, label: run_one(session, label) if label in by_label else None, test_label)
-        for label in by_label:
-            if label not in done:
-                run_one(session, label)
+        try:
+            for label in by_label:
+                if label not in done:
+                    run_one(session, label)
+        finally:
+            Context(job.lab, "", session, job.namespace, job.bootstrap, cleanup=cleanup).finish()
     job.result.notes.extend(log.notes)
     if log.errors:
         first = min(log.errors)

@@ -1,5 +1,6 @@
-"""The grader's own copy of a lab's protobuf contract, compiled from solutions/ into a
-private descriptor pool: it never shares classes with the student's generated modules."""
+"""The grader's own copy of a lab's protobuf contract, compiled from the course's release
+(labs/<lab>/, identical to solutions/ by test) into a private descriptor pool: it never
+shares classes with the modules a student generated in their own folder."""
 
 from __future__ import annotations
 
@@ -9,16 +10,16 @@ from pathlib import Path
 
 from cluster.settings import ROOT
 
-SOLUTIONS = ROOT / "solutions"
+RELEASE = ROOT / "labs"
 
 
 @cache
 def messages(lab: str, proto: str) -> dict[str, type]:
-    """Message name -> class, for solutions/<lab>/<proto>."""
+    """Message name -> class, for labs/<lab>/<proto>."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
     from grpc_tools import protoc
 
-    src = SOLUTIONS / lab / proto
+    src = RELEASE / lab / proto
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "set.pb"
         rc = protoc.main(["protoc", f"-I{src.parent}", f"--descriptor_set_out={out}", src.name])

@@ -73,12 +73,16 @@ class Node:
         self.config_file.write_text(text)
 
     def java_command(self, java: str, classpath: list[Path], main: str, *args: str) -> list[str]:
+        # The classpath (about 50 jars) goes in an argument file, so `ps` stays readable.
+        self.dir.mkdir(parents=True, exist_ok=True)
+        argfile = self.dir / "classpath.args"
+        argfile.write_text('-cp "' + os.pathsep.join(str(p) for p in classpath) + '"\n')
         return [
             java, f"-Xmx{self.cfg.heap}", "-Xms64m", *S.BROKER_JVM_OPTS,
             f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
             f"-Dkafka.logs.dir={self.dir}",
             self.marker,
-            "-cp", os.pathsep.join(str(p) for p in classpath),
+            f"@{argfile}",
             main, *args,
         ]
 

@@ -18,6 +18,7 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
 DEFAULT_SEED = 6544  # printed with every result; --seed replays another
@@ -98,6 +99,11 @@ class Context:
     namespace: str
     bootstrap_servers: str
     seed: int = DEFAULT_SEED
+    workdir: Path = field(default_factory=Path.cwd)       # the notebook's folder
+    # Shared by the checks of one grading: results one check leaves for the next, and what
+    # to undo at the end (processes it started).
+    scratch: dict = field(default_factory=dict)
+    cleanup: list[Callable[[], None]] = field(default_factory=list)
     rng: random.Random = field(init=False)
     _admin: Any = field(default=None, init=False, repr=False)
 
@@ -122,6 +128,13 @@ class Context:
     def close(self):
         if self._admin is not None:
             self._admin.close()
+            self._admin = None
+
+    def finish(self):
+        """Undo what the checks started (called once, after the last check)."""
+        while self.cleanup:
+            self.cleanup.pop()()
+        self.close()
 
 
 @dataclass
@@ -174,5 +187,5 @@ def grade(label: str, user_ns: dict | None = None) -> None:
     try:
         run_check(label, ctx)
     finally:
-        ctx.close()
+        ctx.finish()
     print(f"{label} passed ({time.monotonic() - start:.1f} s): {REGISTRY[label].title}")

@@ -1,0 +1,120 @@
+"""Lab 4, consumer groups: the grader runs the student's group member as several processes."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from kafka import KafkaProducer
+
+from . import CheckFailed, Context, check, expect, expect_equal
+from .kafka_state import committed_offsets, end_offsets
+from .scripts import start, wait
+
+TOPIC, PARTITIONS = "departures", 4
+MEMBER_SCRIPT = "group_member.py"
+MEMBERS = 5                 # one more than partitions: one must sit idle
+MEMBER_IDLE_S = 6           # a member stops after this long without a message
+STABLE_DEADLINE_S = 45
+
+
+def group_state(ctx: Context, group: str) -> dict:
+    return ctx.admin.describe_groups([ctx.group(group)])[ctx.group(group)]
+
+
+def assignment(member: dict, topic: str) -> list[int]:
+    parts = (member.get("member_assignment") or {}).get("assigned_partitions") or []
+    return sorted(p for t in parts if t["topic"] == topic for p in t["partitions"])
+
+
+@check("lab4-q1")
+def two_groups_see_everything(ctx: Context) -> None:
+    """two groups each read every message and commit to the end"""
+    ends = end_offsets(ctx, TOPIC)
+    total = sum(ends.values())
+    for name, group in (("dashboard_count", "dashboard"), ("archive_count", "archive")):
+        expect_equal(ctx.sub.value(name), total, f"{name}: messages read by group {ctx.group(group)}",
+                     hint="Each group keeps its own offsets: a new group with 'earliest' reads everything.")
+        expect_equal(committed_offsets(ctx, group, TOPIC), ends, f"offsets committed by {ctx.group(group)}",
+                     hint="Commit after reading (consumer.commit()).")
+
+
+@check("lab4-q2")
+def members_split_partitions(ctx: Context) -> None:
+    """five copies of group_member.py split four partitions: one each, one idle"""
+    group = f"members-{ctx.rng.randrange(10**6)}"
+    runs = [start(ctx, MEMBER_SCRIPT, group, f"member-{i}", str(MEMBER_IDLE_S), tag=f"{group}-{i}")
+            for i in range(MEMBERS)]
+    deadline = time.monotonic() + STABLE_DEADLINE_S
+    state = {}
+    while time.monotonic() < deadline:
+        state = group_state(ctx, group)
+        if state.get("group_state") == "Stable" and len(state.get("members", [])) == MEMBERS:
+            break
+        if any(r.proc.poll() not in (None, 0) for r in runs):
+            bad = next(r for r in runs if r.proc.poll() not in (None, 0))
+            raise CheckFailed(f"{MEMBER_SCRIPT} exited with status {bad.proc.returncode}",
+                              found=bad.output()[-800:], hint="Run the script yourself in a terminal to see why.")
+        time.sleep(0.5)
+    members = state.get("members", [])
+    expect_equal(len(members), MEMBERS, f"members of group {ctx.group(group)} after {STABLE_DEADLINE_S} s",
+                 hint="Each copy must subscribe() with the group id it is given, and keep polling until it "
+                      "has been idle for the number of seconds it is given.")
+    topic = ctx.topic(TOPIC)
+    owned = sorted(len(assignment(m, topic)) for m in members)
+    covered = sorted(p for m in members for p in assignment(m, topic))
+    expect_equal(covered, list(range(PARTITIONS)), "partitions assigned across the group (each exactly once)",
+                 hint="subscribe() lets the group assign partitions; assign() bypasses the group.")
+    expect_equal(owned, [0] + [1] * PARTITIONS, "partitions per member (five members, four partitions)")
+    ctx.scratch["member_runs"] = (group, runs)
+
+
+@check("lab4-q3")
+def members_commit_everything(ctx: Context) -> None:
+    """when the members stop, their group has committed every offset, and nothing was lost"""
+    if "member_runs" not in ctx.scratch:
+        members_split_partitions(ctx)
+    group, runs = ctx.scratch["member_runs"]
+    codes = [wait(r) for r in runs]
+    expect(all(c == 0 for c in codes), f"{MEMBER_SCRIPT} should exit 0 once idle", expected=[0] * MEMBERS, found=codes)
+    reports = []
+    for r in runs:
+        lines = [ln for ln in r.output().splitlines() if ln.startswith("{")]
+        expect(bool(lines), f"{MEMBER_SCRIPT} should print one JSON line when it stops", found=r.output()[-300:])
+        reports.append(json.loads(lines[-1]))
+    ends = end_offsets(ctx, TOPIC)
+    expect_equal(committed_offsets(ctx, group, TOPIC), ends, f"offsets committed by {ctx.group(group)}",
+                 hint="Commit what you processed (consumer.commit()) before the group moves a partition away, "
+                      "and before close().")
+    processed = sum(int(rep.get("records", 0)) for rep in reports)
+    expect(processed >= sum(ends.values()), "records the members report having processed",
+           expected=f"at least {sum(ends.values())}", found=processed)
+
+
+@check("lab4-q4")
+def lag_matches_the_broker(ctx: Context) -> None:
+    """lag(group, topic) equals end offset minus committed offset, per partition"""
+    from kafka import TopicPartition
+    from kafka.admin import NewTopic
+    from kafka.structs import OffsetAndMetadata
+
+    # A topic and group of the grader's own, with a lag it chose.
+    name = f"lag-check-{ctx.rng.randrange(10**6)}"
+    topic, group = ctx.topic(name), ctx.group(name)
+    ctx.admin.create_topics([NewTopic(topic, 3, 3)])
+    ctx.admin.wait_for_topics([topic])
+    producer = KafkaProducer(bootstrap_servers=ctx.bootstrap_servers)
+    for p in range(3):
+        for _ in range(ctx.rng.randrange(5, 30)):
+            producer.send(topic, value=b"x", partition=p)
+    producer.flush()
+    producer.close()
+    ends = end_offsets(ctx, name)
+    committed = {p: ctx.rng.randrange(0, ends[p]) for p in (0, 1)}   # partition 2: never committed
+    ctx.admin.alter_group_offsets(group, {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
+                                          for p, o in committed.items()})
+    truth = {p: ends[p] - committed.get(p, 0) for p in ends}
+    got = ctx.sub.value(f"lag({group!r}, {topic!r})")
+    expect_equal(got, truth, f"lag({group!r}, {topic!r}) per partition",
+                 hint="lag = end offset (consumer.end_offsets) - committed offset (admin.list_group_offsets), "
+                      "for every partition of the topic; a partition with no commit counts from 0.")
