@@ -29,6 +29,7 @@ CELL_TIMEOUT_S = 60          # one cell
 TOTAL_TIMEOUT_S = 300        # the whole notebook
 VALUE_TIMEOUT_S = 30         # one value read by a check
 MAX_OUTPUT_CHARS = 100_000   # kept per cell; a notebook printing millions of lines is cut
+DEMO_TAG = "demo"            # the course's observation-only cells: nothing graded depends on them
 
 
 class LimitedClient(NotebookClient):
@@ -127,7 +128,7 @@ class KernelSession:
             if label:
                 at_test_cell(index, label)
                 continue
-            if cell.cell_type != "code" or not cell.source.strip():
+            if cell.cell_type != "code" or not cell.source.strip() or DEMO_TAG in cell.metadata.get("tags", []):
                 continue
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -113,11 +113,16 @@ def read_submission(job: Job) -> None:
 
 
 def restore_tests(job: Job) -> None:
-    """Put the course's own test cells back (as nbgrader does), so edits to them count for nothing."""
+    """Put the course's own test cells back (as nbgrader does), so edits to them count for
+    nothing; only the course's own observation cells keep their "demo" tag (skipped)."""
     ours = {test_label(c): c for c in job.source.cells if test_label(c)}
+    demos = {c.source for c in job.source.cells if "demo" in c.metadata.get("tags", [])}
     seen = set()
     for cell in job.submission.cells:
         cell.outputs = [] if cell.cell_type == "code" else cell.get("outputs")
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "demo" in tags and cell.source not in demos:
+            tags.remove("demo")
         label = test_label(cell)
         if label in ours:
             cell.source = ours[label].source
@@ -148,6 +153,7 @@ def kernel_env(job: Job) -> dict[str, str]:
     env.update(LAB_NAMESPACE=job.namespace, KAFKA_BOOTSTRAP_SERVERS=job.bootstrap, COURSE_SEED=str(job.seed),
                HOME=str(job.workdir / "home"), TMPDIR=str(job.workdir / "tmp"),
                MPLCONFIGDIR=str(job.workdir / "home"), MPLBACKEND="agg", PYTHONDONTWRITEBYTECODE="1", GRPC_VERBOSITY="ERROR",
+               PYTHONHASHSEED="0",  # a submission that (wrongly) uses hash() gets the same score every time
                IPYTHONDIR=str(job.workdir / "home" / ".ipython"), JUPYTER_PLATFORM_DIRS="1")
     return env
 
