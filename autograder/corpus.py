@@ -139,6 +139,22 @@ SCENARIOS = (
              (Edit("lab4-lag", "sub", "(committed[tp].offset if tp in committed else 0) - ends[tp]",
                    "ends[tp] - (committed[tp].offset if tp in committed else 0)"),),
              fails("lab4-q4")),
+    # --- lab 5: realistic mistakes -----------------------------------------------------------
+    Scenario("replay-ignores-end", "lab5", "replay reads from the start time to the end of each partition",
+             (Edit("lab5-replay", "sub", "if r.timestamp >= end_ms and False:", "if r.timestamp >= end_ms:"),),
+             fails("lab5-q1")),
+    Scenario("idempotence-off", "lab5", "the source producer uses acks=1, which turns idempotence off",
+             (Edit("lab5-source", "sub", 'enable_idempotence=False, acks=1', 'enable_idempotence=True, acks="all"'),),
+             fails("lab5-q2")),
+    Scenario("checkpoint-written-in-place", "lab5", "the checkpoint is overwritten in place, without a rename",
+             (Edit("lab5-stats", "sub", 'with open(CHECKPOINT, "w") as f:\n        json.dump(state, f)\n'
+                   '        f.flush()\n        os.fsync(f.fileno())\n    pass',
+                   'with open(tmp, "w") as f:\n        json.dump(state, f)\n        f.flush()\n'
+                   '        os.fsync(f.fileno())\n    os.replace(tmp, CHECKPOINT)'),),
+             fails("lab5-q3")),
+    Scenario("duplicates-counted", "lab5", "the consumer counts a repeated flight twice",
+             (Edit("lab5-stats", "sub", "if False:", 'if f["id"] in seen:'),),
+             fails("lab5-q3")),
     # --- broken submissions: the grader survives each, scores what it can, says what happened
     Scenario("syntax-error", "lab1", "a missing colon in the first function",
              (Edit("lab1-increase", "sub", "def increase(key, amt)\n", "def increase(key, amt):\n"),),
