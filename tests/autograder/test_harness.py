@@ -1,0 +1,86 @@
+"""The crash harness and the guards, on real processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+WRITER = textwrap.dedent("""
+    import json, os, sys
+    for i in range(1, 6):
+        if sys.argv[1] == "atomic":
+            with open("checkpoint.json.tmp", "w") as f:
+                json.dump({"n": i, "pad": "x" * 1000}, f)
+            os.replace("checkpoint.json.tmp", "checkpoint.json")
+        else:
+            with open("checkpoint.json", "w") as f:
+                json.dump({"n": i, "pad": "x" * 1000}, f)
+    print("done")
+""")
+
+
+def run(tmp_path: Path, *args: str, script: str = WRITER) -> subprocess.CompletedProcess:
+    (tmp_path / "writer.py").write_text(script)
+    return subprocess.run([sys.executable, "-m", "autograder.harness", *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_crash_on_write_kills_halfway_through_the_nth_write(tmp_path):
+    out = run(tmp_path, "--crash-on-write", "checkpoint:3", "writer.py", "in-place")
+    assert out.returncode == -9 and "done" not in out.stdout
+    text = (tmp_path / "checkpoint.json").read_text()
+    assert 0 < len(text) < 500  # half of the first chunk written: corrupt JSON
+    try:
+        json.loads(text)
+        raise AssertionError("the checkpoint should be corrupt")
+    except ValueError:
+        pass
+
+
+def test_an_atomic_writer_keeps_its_last_good_checkpoint(tmp_path):
+    out = run(tmp_path, "--crash-on-write", "checkpoint:3", "writer.py", "atomic")
+    assert out.returncode == -9
+    assert json.loads((tmp_path / "checkpoint.json").read_text())["n"] == 2
+
+
+def test_crash_after_a_time(tmp_path):
+    out = run(tmp_path, "--crash-after", "0.3", "writer.py", "x",
+              script="import time\ntime.sleep(30)\nprint('woke')\n")
+    assert out.returncode == -9 and "woke" not in out.stdout
+
+
+def test_no_crash_runs_to_the_end(tmp_path):
+    out = run(tmp_path, "writer.py", "atomic")
+    assert out.returncode == 0 and "done" in out.stdout
+
+
+def test_scripts_may_not_write_outside_their_folder(tmp_path):
+    out = run(tmp_path, "writer.py", script="open('../outside.txt', 'w').write('x')\n")
+    assert out.returncode == 1
+    assert "PermissionError" in out.stderr and "only inside its own folder" in out.stderr
+    assert not (tmp_path.parent / "outside.txt").exists()
+
+
+def test_kafka_guard_refuses_other_namespaces_and_huge_topics(tmp_path):
+    script = textwrap.dedent("""
+        from kafka.admin import KafkaAdminClient, NewTopic
+        for call in (lambda: KafkaAdminClient.delete_topics(None, ["other.topic"]),
+                     lambda: KafkaAdminClient.create_topics(None, [NewTopic("mine.t", 10_000, 3)]),
+                     lambda: KafkaAdminClient.delete_groups(None, ["other.group"])):
+            try:
+                call()
+            except (PermissionError, ValueError) as e:
+                print(type(e).__name__, str(e)[:60])
+    """)
+    (tmp_path / "g.py").write_text(script)
+    import os
+
+    out = subprocess.run([sys.executable, "-m", "autograder.harness", "g.py"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60, env=dict(os.environ, LAB_NAMESPACE="mine"))
+    lines = out.stdout.splitlines()
+    assert len(lines) == 3, out.stdout + out.stderr
+    assert lines[0].startswith("PermissionError") and lines[2].startswith("PermissionError")
+    assert lines[1].startswith("ValueError") and "64 partitions" in lines[1]
