@@ -152,6 +152,15 @@ SCENARIOS = (
                    'with open(tmp, "w") as f:\n        json.dump(state, f)\n        f.flush()\n'
                    '        os.fsync(f.fileno())\n    os.replace(tmp, CHECKPOINT)'),),
              fails("lab5-q3")),
+    Scenario("offsets-saved-before-counting", "lab5", "each batch's offsets are checkpointed before its "
+             "records are counted (at-most-once): a crash in between loses them",
+             (Edit("lab5-stats", "sub",
+                   "    for tp, records in batch.items():\n"
+                   "        state[\"offsets\"][str(tp.partition)] = records[-1].offset + 1\n"
+                   "    save_checkpoint(state)  # offsets first\n"
+                   "    for tp, records in batch.items():\n        for r in records:",
+                   "    for tp, records in batch.items():\n        for r in records:"),),
+             fails("lab5-q3")),
     Scenario("duplicates-counted", "lab5", "the consumer counts a repeated flight twice",
              (Edit("lab5-stats", "sub", "if False:", 'if f["id"] in seen:'),),
              fails("lab5-q3")),
