@@ -19,6 +19,7 @@ from queue import Empty
 from typing import Any, Callable
 
 import psutil
+from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
@@ -58,7 +59,11 @@ class KernelSession:
                  total_timeout: float = TOTAL_TIMEOUT_S):
         self.nb, self.workdir = nb, Path(workdir)
         self.env, self.cell_timeout, self.total_timeout = env, cell_timeout, total_timeout
-        self.client = LimitedClient(nb, timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
+        # IPC sockets in the working folder instead of TCP ports: kernels started side by side
+        # cannot race for the same port, and nothing listens on the network.
+        km = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(self.workdir / ".kernel"),
+                                connection_file=str(self.workdir / ".kernel.json"))
+        self.client = LimitedClient(nb, km=km, timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
                                     kernel_name="python3", resources={"metadata": {"path": str(workdir)}},
                                     startup_timeout=60, iopub_timeout=10)
         self.client.truncated = set()

@@ -169,9 +169,9 @@ def run_notebook_and_checks(job: Job) -> None:
                       scratch=scratch, cleanup=cleanup)
         start = time.monotonic()
         try:
-            checks_for(job.lab)[label].func(ctx)
+            detail = checks_for(job.lab)[label].func(ctx)
             res.passed, res.score = True, res.max_score
-            res.message = "Passed: " + checks_for(job.lab)[label].title
+            res.message = "Passed: " + checks_for(job.lab)[label].title + (f" ({detail})" if detail else "")
         except CheckFailed as e:
             res.message = str(e)
         except Exception as e:  # a check that crashed: the student sees that, staff the traceback
