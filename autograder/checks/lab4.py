@@ -57,7 +57,11 @@ def _members_split_partitions(ctx: Context) -> None:
     state = {}
     while time.monotonic() < deadline:
         state = group_state(ctx, group)
-        if state.get("group_state") == "Stable" and len(state.get("members", [])) == MEMBERS:
+        members = state.get("members", [])
+        # Stable, everyone in, and the partitions handed out (a leader that has not yet seen the
+        # topic's metadata hands out nothing, and a new rebalance follows at once).
+        if state.get("group_state") == "Stable" and len(members) == MEMBERS and \
+                sum(len(assignment(m, ctx.topic(TOPIC))) for m in members) >= PARTITIONS:
             break
         if any(r.proc.poll() not in (None, 0) for r in runs):
             bad = next(r for r in runs if r.proc.poll() not in (None, 0))
