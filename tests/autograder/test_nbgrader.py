@@ -59,7 +59,7 @@ def cli_points(lab: str, notebook: Path, out: Path) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("lab,case", [("lab1", "solution"), ("lab1", "rpc-returns-amount"),
-                                      ("lab2", "no-message-key")])
+                                      ("lab2", "no-message-key"), ("lab5", "duplicates-counted")])
 def test_nbgrader_autograde_gives_the_same_points(cluster, course, lab, case, tmp_path):
     solution = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)
     nb = solution if case == "solution" else next(s for s in scenarios(lab) if s.name == case).build(solution)
