@@ -29,8 +29,9 @@ down:
 status: $(STAMP)
 	$(PY) -m cluster status
 
+# (--allow-root only where make runs as root, e.g. in a container)
 lab: up
-	$(VENV)/bin/jupyter lab --notebook-dir=labs
+	$(VENV)/bin/jupyter lab --notebook-dir=labs $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # The tests run their own cluster (other ports, other folder), so a lab cluster that is
 # already running is left alone.
