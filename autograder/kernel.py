@@ -11,7 +11,6 @@ import ast
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,12 +191,6 @@ class KernelSession:
         except (ValueError, SyntaxError):
             raise CheckFailed(f"`{expr}` is not a plain value (number, string, bytes, list, dict ...)",
                               found=text[:200]) from None
-
-    def has(self, name: str) -> bool:
-        try:
-            return bool(self.value(f"{name!r} in globals()"))
-        except CheckFailed:
-            return False
 
     def _interrupt(self) -> None:
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -39,9 +39,6 @@ class GradingResult:
     @property
     def max_score(self) -> float:
         return sum(c.max_score for c in self.checks)
-
-    def scores(self) -> dict[str, float]:
-        return {c.label: c.score for c in self.checks}
 
     # --- views -------------------------------------------------------------------------
     def gradescope(self) -> dict:
@@ -80,6 +77,3 @@ class GradingResult:
                 lines.extend("      " + ln for ln in c.message.splitlines())
         lines.append(f"  total: {self.score:g}/{self.max_score:g} in {self.seconds:.1f}s")
         return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        return asdict(self)

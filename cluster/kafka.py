@@ -21,7 +21,7 @@ import shutil
 import socket
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import psutil
 
@@ -208,29 +208,37 @@ class Cluster:
         opts.update(overrides)
         return KafkaAdminClient(**opts)
 
-    def wait_ready(self, timeout: float = S.READY_TIMEOUT_S, started: list[Node] | None = None) -> None:
-        """Return when the cluster works: all three brokers are in the metadata and a topic
-        with replication factor 3 can be created with all replicas in sync. Fails fast, with
-        the log's tail, if a node we started exits."""
+    def _poll(self, probe, watch: list[Node], timeout: float) -> tuple[bool, object]:
+        """Call probe(admin) -> (done, what) until done or the deadline; fail fast if a node in
+        `watch` exits. Returns (done, the last thing seen) for the caller's message."""
         deadline = time.monotonic() + timeout
-        started = list(self.nodes.values()) if started is None else started
-        last_error: Exception | str = "no answer yet"
+        last: object = "no answer yet"
         admin = None
         with _quiet_kafka_logs():
             try:
                 while time.monotonic() < deadline:
-                    self._fail_if_exited(started)
+                    self._fail_if_exited(watch)
                     try:
                         admin = admin or self.admin()
-                        ok, last_error = self._works(admin)
-                        if ok:
-                            return
+                        done, last = probe(admin)
+                        if done:
+                            return True, last
                     except Exception as e:  # not up yet: connection refused, timeouts, ...
-                        last_error = e
+                        last = e
                     time.sleep(POLL_S)
             finally:
                 if admin is not None:
                     admin.close()
+        return False, last
+
+    def wait_ready(self, timeout: float = S.READY_TIMEOUT_S, started: list[Node] | None = None) -> None:
+        """Return when the cluster works: all three brokers are in the metadata and a topic
+        with replication factor 3 can be created with all replicas in sync. Fails fast, with
+        the log's tail, if a node we started exits."""
+        started = list(self.nodes.values()) if started is None else started
+        ok, last_error = self._poll(self._works, started, timeout)
+        if ok:
+            return
         dead = [n for n in self.nodes.values() if n.process() is None]
         raise ClusterError(
             f"The cluster did not become ready within {timeout:.0f} s (last: {last_error}).",
@@ -330,27 +338,14 @@ class Cluster:
         self._wait_in_metadata(node, timeout)
 
     def _wait_in_metadata(self, node: Node, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        last: object = "no answer yet"
-        with _quiet_kafka_logs():
-            admin = None
-            try:
-                while time.monotonic() < deadline:
-                    self._fail_if_exited([node])
-                    try:
-                        admin = admin or self.admin()
-                        live = live_brokers(admin)
-                        if node.id in live:
-                            return
-                        last = f"live brokers {sorted(live)}"
-                    except Exception as e:
-                        last = e
-                    time.sleep(POLL_S)
-            finally:
-                if admin is not None:
-                    admin.close()
-        raise ClusterError(f"Broker {node.id} did not rejoin within {timeout:.0f} s (last: {last}).",
-                           log_tail=node.log_tail(20))
+        def listed(admin):
+            live = live_brokers(admin)
+            return node.id in live, f"live brokers {sorted(live)}"
+
+        ok, last = self._poll(listed, [node], timeout)
+        if not ok:
+            raise ClusterError(f"Broker {node.id} did not rejoin within {timeout:.0f} s (last: {last}).",
+                               log_tail=node.log_tail(20))
 
     @contextlib.contextmanager
     def stopped(self, broker: int, kill: bool = False):

@@ -58,9 +58,6 @@ class Submission(Protocol):
         """The value of a Python expression in the notebook (literals only: numbers,
         strings, bytes, lists, tuples, dicts, sets, None)."""
 
-    def has(self, name: str) -> bool:
-        """Whether the notebook defined `name`."""
-
 
 class MissingAnswer(CheckFailed):
     def __init__(self, name: str, error: str = ""):
@@ -75,9 +72,6 @@ class LocalSubmission:
 
     def __init__(self, user_ns: dict):
         self.ns = user_ns
-
-    def has(self, name: str) -> bool:
-        return name in self.ns
 
     def value(self, expr: str) -> Any:
         try:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import nbformat
 import psutil
-import pytest
 from kafka import KafkaProducer
 from kafka.admin import NewTopic
 

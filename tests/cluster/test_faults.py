@@ -145,10 +145,15 @@ def test_stale_data_folder_suggests_wipe(tmp_path):
     assert "belongs to another cluster" in str(err.value) and "down --wipe" in str(err.value)
 
 
+def cli(tmp_path, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess:
+    """`python -m cluster ARGS` for a throwaway cluster (its own folder and unused ports)."""
+    full = dict(os.environ, COURSE_CLUSTER_HOME=str(tmp_path / "c"), COURSE_PORT_BASE="39092", **env)
+    return subprocess.run([sys.executable, "-m", "cluster", *args], env=full, capture_output=True, text=True,
+                          timeout=timeout)
+
+
 def test_no_java_says_what_to_install(tmp_path):
-    env = dict(os.environ, JAVA_HOME=str(tmp_path / "nojava"),
-               COURSE_CLUSTER_HOME=str(tmp_path / "c"), COURSE_PORT_BASE="39092")
-    out = subprocess.run([sys.executable, "-m", "cluster", "up"], env=env, capture_output=True, text=True, timeout=60)
+    out = cli(tmp_path, "up", JAVA_HOME=str(tmp_path / "nojava"))
     assert out.returncode == 1
     assert "Java was not found" in out.stderr and "JDK 17" in out.stderr
 
@@ -159,28 +164,23 @@ def test_old_java_is_refused(tmp_path):
     fake.parent.mkdir(parents=True)
     fake.write_text('#!/bin/sh\necho \'openjdk version "11.0.22" 2024-01-16\' >&2\n')
     fake.chmod(0o755)
-    env = dict(os.environ, JAVA_HOME=str(tmp_path / "jdk11"),
-               COURSE_CLUSTER_HOME=str(tmp_path / "c"), COURSE_PORT_BASE="39092")
-    out = subprocess.run([sys.executable, "-m", "cluster", "up"], env=env, capture_output=True, text=True, timeout=60)
+    out = cli(tmp_path, "up", JAVA_HOME=str(tmp_path / "jdk11"))
     assert out.returncode == 1
     assert "Java 11" in out.stderr and "17 or newer" in out.stderr
 
 
-def test_no_network_on_first_run_names_what_could_not_be_fetched(tmp_path):
-    env = dict(os.environ, COURSE_JARS_CACHE=str(tmp_path / "empty-cache"),
-               HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9",
-               COURSE_CLUSTER_HOME=str(tmp_path / "c"), COURSE_PORT_BASE="39092")
-    env.pop("KAFKA_HOME", None)
-    out = subprocess.run([sys.executable, "-m", "cluster", "jars"], env=env, capture_output=True, text=True, timeout=300)
+def test_no_network_on_first_run_names_what_could_not_be_fetched(tmp_path, monkeypatch):
+    monkeypatch.delenv("KAFKA_HOME", raising=False)
+    out = cli(tmp_path, "jars", timeout=300, COURSE_JARS_CACHE=str(tmp_path / "empty-cache"),
+              HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
     assert out.returncode == 1
     assert "Could not fetch the kafka jars" in out.stderr and "org.apache.kafka:kafka_2.13" in out.stderr
     assert "Maven Central" in out.stderr
 
 
 def test_cached_jars_need_no_network(tmp_path):
-    env = dict(os.environ, HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
-    out = subprocess.run([sys.executable, "-m", "cluster", "jars", "--check"], env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = cli(tmp_path, "jars", "--check", timeout=300, HTTPS_PROXY="http://127.0.0.1:9",
+              HTTP_PROXY="http://127.0.0.1:9")
     assert out.returncode == 0, out.stderr
     assert "All jars match" in out.stdout
 
