@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from .checks import DEFAULT_SEED
 from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S
 
 EXIT_INFRASTRUCTURE = 2
@@ -15,7 +14,8 @@ EXIT_INFRASTRUCTURE = 2
 def cmd_grade(a) -> int:
     from .pipeline import grade
 
-    result = grade(a.lab, Path(a.notebook), seed=a.seed, cell_timeout=a.cell_timeout, total_timeout=a.total_timeout)
+    result = grade(a.lab, Path(a.notebook), seed=a.seed, student=a.student, cell_timeout=a.cell_timeout,
+                   total_timeout=a.total_timeout, sandbox=not a.no_sandbox)
     result.write_json(Path(a.json))
     print(result.table())
     print(f"results written to {a.json}")
@@ -38,7 +38,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("lab", help="the lab, e.g. lab1")
     g.add_argument("notebook", help="the student's notebook")
     g.add_argument("--json", default="results/results.json", help="where to write results.json (default: %(default)s)")
-    g.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the checks' random inputs (default: %(default)s)")
+    g.add_argument("--student", default="", help="the student's id: with the course's secret, it makes the seed "
+                   "of the checks' random inputs (stable across regrades)")
+    g.add_argument("--seed", type=int, default=None, help="replay a grading with this seed instead (staff only: "
+                   "the seed is printed in the table and in results.json's hidden details)")
+    g.add_argument("--no-sandbox", action="store_true", help="grade without the bubblewrap sandbox (macOS, "
+                   "Windows); every result then says what is not guaranteed")
     g.add_argument("--cell-timeout", type=float, default=CELL_TIMEOUT_S, help="seconds per cell (default: %(default)s)")
     g.add_argument("--total-timeout", type=float, default=TOTAL_TIMEOUT_S,
                    help="seconds for the whole notebook (default: %(default)s)")

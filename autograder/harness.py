@@ -1,13 +1,15 @@
-"""Run a student's script under the grader's guards, and crash it on purpose.
+"""Run a student's script, and crash it on purpose in the middle of a write.
 
     python -m autograder.harness [--crash-on-write NAME:N] [--crash-after SECONDS] script.py ARGS...
 
 --crash-on-write NAME:N SIGKILL the script in the middle of the N-th write to a file whose name
                         starts with NAME: half the data is on disk, then it dies, as in a power
                         cut while writing a checkpoint (a file written in place is left corrupt).
---crash-after SECONDS   SIGKILL the script after SECONDS, wherever it is.
+--crash-after SECONDS   SIGKILL the script after SECONDS, wherever it is (by hand; when grading,
+                        the grader kills the script's sandbox from outside instead).
 
-The exit status tells the grader what happened: -9 (or 137) for a planned crash.
+The grader runs this inside the script's sandbox. The exit status tells what happened: -9
+(137 from a sandbox) for a planned crash.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ def main(argv=None) -> None:
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
-    install(os.getcwd(), os.environ.get("LAB_NAMESPACE", ""))
+    if os.environ.get("LAB_NAMESPACE"):
+        install(os.environ["LAB_NAMESPACE"])
     if a.crash_on_write:
         name, nth = a.crash_on_write.rsplit(":", 1)
         crash_on_write(name, int(nth))

@@ -1,46 +1,89 @@
-"""Run a notebook in a fresh kernel with time and output limits, and read values out of it.
+"""Run a notebook in a fresh kernel inside a sandbox, with limits, and read values out of it.
 
-The kernel gets its own working folder (with HOME and TMPDIR inside it), the grading
-namespace in LAB_NAMESPACE, and the guards of autograder/guard.py. When the run ends, the
-kernel and every process it started are killed.
+The kernel is a bubblewrap sandbox (autograder/sandbox.py) that jupyter_client starts from
+a kernel spec of our own. Limits are enforced from outside the kernel, where the student's
+code cannot reach them:
+- a cell past its time limit is interrupted (SIGINT); one that ignores the interrupt is
+  killed with the whole sandbox a few seconds later, and the grading goes on without it;
+- every message the kernel sends counts against a byte budget per cell (streams, display
+  data, errors, comms alike), and no single message may exceed MAX_MESSAGE_BYTES (ZeroMQ
+  drops the connection that sends one);
+- a value read by a check is capped in size and time;
+- while a check runs, every process of the sandbox is frozen (`paused()`).
 """
 
 from __future__ import annotations
 
 import ast
-import os
+import json
 import signal
 import subprocess
+import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
 from typing import Any, Callable
 
-import psutil
+import zmq
+import zmq.asyncio
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
+from traitlets import default
 
 from .checks import CheckFailed, MissingAnswer
+from .sandbox import Jail, Sandbox
 
 CELL_TIMEOUT_S = 60          # one cell
 TOTAL_TIMEOUT_S = 300        # the whole notebook
+KILL_GRACE_S = 5             # a cell still running this long after its interrupt is killed
 VALUE_TIMEOUT_S = 30         # one value read by a check
-MAX_OUTPUT_CHARS = 100_000   # kept per cell; a notebook printing millions of lines is cut
+MAX_OUTPUT_BYTES = 1_000_000  # of messages per cell; the rest is dropped
+MAX_MESSAGE_BYTES = 16 * 2**20  # one message from the kernel, at the socket
+MAX_VALUE_CHARS = 4_000_000  # the repr of one value a check reads
 DEMO_TAG = "demo"            # the course's observation-only cells: nothing graded depends on them
 
 
-class LimitedClient(NotebookClient):
-    """nbclient, keeping at most MAX_OUTPUT_CHARS of output per cell as it arrives."""
+class CappedKernelClient(AsyncKernelClient):
+    """A kernel client whose sockets refuse messages over MAX_MESSAGE_BYTES."""
 
-    def output(self, outs, msg, display_id, cell_index):
-        size = sum(len(str(o.get("text", ""))) + len(str(o.get("data", ""))) for o in outs)
-        if size > MAX_OUTPUT_CHARS:
-            self.truncated.add(cell_index)
-            return None
-        return super().output(outs, msg, display_id, cell_index)
+    @default("context")
+    def _context_default(self) -> zmq.Context:
+        self._created_context = True
+        ctx = zmq.asyncio.Context()
+        ctx.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        return ctx
+
+
+class SandboxSpecs(KernelSpecManager):
+    """One kernel spec, "sandboxed": ipykernel inside the grading sandbox. Interrupts travel
+    as messages (a signal to bwrap's outer process would kill the sandbox instead)."""
+
+    sandbox: Sandbox | None = None
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        argv = self.sandbox.wrap([sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"])
+        return KernelSpec(argv=argv, display_name="Python 3 (grading sandbox)", language="python",
+                          interrupt_mode="message", resource_dir="")
+
+
+class LimitedClient(NotebookClient):
+    """nbclient, counting every message of a cell against MAX_OUTPUT_BYTES."""
+
+    def process_message(self, msg, cell, cell_index):
+        if msg.get("msg_type") not in ("status", "execute_input"):
+            size = len(json.dumps(msg.get("content", {}), default=str)) + sum(map(len, msg.get("buffers") or []))
+            self.spent[cell_index] = self.spent.get(cell_index, 0) + size
+            if self.spent[cell_index] > MAX_OUTPUT_BYTES:
+                self.truncated.add(cell_index)
+                return None
+        return super().process_message(msg, cell, cell_index)
 
 
 @dataclass
@@ -51,61 +94,59 @@ class RunLog:
     errors: dict[int, str] = field(default_factory=dict)    # cell index -> "NameError: ..."
     dead_at: int | None = None
     stopped_at: int | None = None
+    killed_at: int | None = None
 
 
 class KernelSession:
-    def __init__(self, nb, workdir: Path, env: dict[str, str], cell_timeout: float = CELL_TIMEOUT_S,
+    def __init__(self, nb, sandbox: Sandbox, env: dict[str, str], cell_timeout: float = CELL_TIMEOUT_S,
                  total_timeout: float = TOTAL_TIMEOUT_S):
-        self.nb, self.workdir = nb, Path(workdir)
+        self.nb, self.workdir, self.sandbox = nb, Path(sandbox.workdir), sandbox
         self.env, self.cell_timeout, self.total_timeout = env, cell_timeout, total_timeout
+        specs = SandboxSpecs()
+        specs.sandbox = sandbox
         # IPC sockets in the working folder instead of TCP ports: kernels started side by side
-        # cannot race for the same port, and nothing listens on the network.
-        km = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(self.workdir / ".kernel"),
-                                connection_file=str(self.workdir / ".kernel.json"))
-        self.client = LimitedClient(nb, km=km, timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
-                                    kernel_name="python3", resources={"metadata": {"path": str(workdir)}},
+        # cannot race for the same port, and the sandbox sees them at the same path.
+        km = AsyncKernelManager(kernel_name="sandboxed", kernel_spec_manager=specs, transport="ipc",
+                                ip=str(self.workdir / ".kernel"), connection_file=str(self.workdir / ".kernel.json"),
+                                client_class="autograder.kernel.CappedKernelClient")
+        self.client = LimitedClient(nb, km=km, timeout=None, allow_errors=True, kernel_name="sandboxed",
+                                    resources={"metadata": {"path": str(self.workdir)}},
                                     startup_timeout=60, iopub_timeout=10)
-        self.client.truncated = set()
+        self.client.truncated, self.client.spent = set(), {}
         self.log = RunLog()
+        self.jail = Jail(None)
         self._ctx = None
+        self._paused = False
 
     # --- lifetime ------------------------------------------------------------------------
     def __enter__(self) -> "KernelSession":
-        # The kernel's own stderr (ZMQ and gRPC chatter) is not the student's output.
-        self._ctx = self.client.setup_kernel(env=self.env, stderr=subprocess.DEVNULL)
-        self._ctx.__enter__()
-        self.pid = self._kernel_pid()
+        # The kernel's own stdout and stderr (ZMQ and gRPC chatter) are not the student's output;
+        # they go to a log, shown to staff if the kernel cannot start.
+        self.stderr_log = self.workdir / ".kernel-stderr.log"
+        with open(self.stderr_log, "wb") as err:
+            self._ctx = self.client.setup_kernel(env=self.env, stdout=err, stderr=err)
+            try:
+                self._ctx.__enter__()
+            except RuntimeError as e:
+                tail = self.stderr_log.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"the grading kernel did not start ({e}); its stderr ends with:\n{tail}") from None
+        proc = getattr(getattr(self.client.km, "provisioner", None), "process", None)
+        self.jail = Jail(getattr(proc, "pid", None))
         return self
 
     def __exit__(self, *exc) -> None:
-        procs = self._tree()
+        self.jail.kill()   # first: a frozen or runaway kernel would only delay a polite shutdown
         try:
-            self._ctx.__exit__(None, None, None)  # nbclient's own shutdown
+            self._ctx.__exit__(None, None, None)  # nbclient's own clean-up of channels and files
         except Exception:
             pass
-        kill_all(procs)
-
-    def _kernel_pid(self) -> int | None:
-        km = self.client.km
-        proc = getattr(getattr(km, "provisioner", None), "process", None)
-        return getattr(proc, "pid", None)
-
-    def _tree(self) -> list[psutil.Process]:
-        try:
-            root = psutil.Process(self.pid)
-            return [root, *root.children(recursive=True)]
-        except (psutil.Error, TypeError, ValueError):
-            return []
 
     def alive(self) -> bool:
-        try:
-            return bool(self.client.kc) and run_sync(self.client.kc.is_alive)() and self.log.dead_at is None
-        except Exception:
-            return False
+        return self.jail.alive() and self.log.dead_at is None and self.log.killed_at is None
 
     # --- running ---------------------------------------------------------------------------
     def run_silently(self, code: str, timeout: float = 60) -> None:
-        """Run set-up code before the notebook (e.g. the guards); raise if it fails."""
+        """Run set-up code before the notebook; raise if it fails."""
         msg_id = self.client.kc.execute(code, silent=True, store_history=False)
         reply = self._reply(msg_id, timeout)
         if reply is None or reply["content"]["status"] != "ok":
@@ -123,6 +164,18 @@ class KernelSession:
             if reply["parent_header"].get("msg_id") == msg_id:
                 return reply
 
+    def _watchdog(self, limit: float, index: int) -> list[threading.Timer]:
+        """Interrupt the cell at its limit; kill the sandbox if the cell ignores that."""
+        def kill():
+            self.log.killed_at = index
+            self.jail.kill()
+
+        timers = [threading.Timer(limit, self.jail.signal, (signal.SIGINT,)), threading.Timer(limit + KILL_GRACE_S, kill)]
+        for t in timers:
+            t.daemon = True
+            t.start()
+        return timers
+
     def run(self, at_test_cell: Callable[[int, str], None], is_test_cell: Callable[[Any], str | None]) -> RunLog:
         """Execute the notebook cell by cell. Graded test cells are not executed: at each one,
         at_test_cell(index, label) runs the grader's own check with the kernel as it is then."""
@@ -134,83 +187,95 @@ class KernelSession:
                 continue
             if cell.cell_type != "code" or not cell.source.strip() or DEMO_TAG in cell.metadata.get("tags", []):
                 continue
+            if not self.alive():
+                break
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.log.stopped_at = index
                 self.log.notes.append(f"The notebook hit the total time limit of {self.total_timeout:.0f} s; "
                                       f"cells from {index + 1} on were not run.")
                 break
-            self.client.timeout = max(1, int(min(self.cell_timeout, remaining)))
+            limit = max(1.0, min(self.cell_timeout, remaining))
             started = time.monotonic()
+            timers = self._watchdog(limit, index)
             try:
                 self.client.execute_cell(cell, index)
             except DeadKernelError:
-                self.log.dead_at = index
-                self.log.notes.append(f"The kernel died while running cell {index + 1} (os._exit, a crash or "
-                                      "running out of memory); the cells after it were not run.")
+                if self.log.killed_at == index:
+                    self.log.notes.append(
+                        f"Cell {index + 1} ran longer than {limit:.0f} s, ignored the interrupt and was killed "
+                        "with the kernel; the cells after it were not run (an infinite loop that catches "
+                        "KeyboardInterrupt or ignores SIGINT?).")
+                else:
+                    self.log.dead_at = index
+                    self.log.notes.append(f"The kernel died while running cell {index + 1} (os._exit, a crash or "
+                                          "running out of memory); the cells after it were not run.")
                 break
             except Exception as e:  # nbclient's own trouble with a cell: note it and go on
-                self.log.errors[index] = f"{type(e).__name__}: {e}"
+                self.log.errors[index] = f"{type(e).__name__}: {e}"[:300]
                 continue
+            finally:
+                for t in timers:
+                    t.cancel()
             err = next((o for o in cell.outputs if o.get("output_type") == "error"), None)
             if err is not None:
                 self.log.errors[index] = f"{err.get('ename')}: {err.get('evalue')}"[:300]
-            if time.monotonic() - started >= self.client.timeout - 0.5:
-                self.log.notes.append(f"Cell {index + 1} ran longer than {self.client.timeout} s and was interrupted "
+            if time.monotonic() - started >= limit - 0.5:
+                self.log.notes.append(f"Cell {index + 1} ran longer than {limit:.0f} s and was interrupted "
                                       "(probably an infinite loop, a poll loop with no timeout, or a long sleep).")
             if index in self.client.truncated:
-                self.log.notes.append(f"Cell {index + 1} printed more than {MAX_OUTPUT_CHARS:,} characters; "
+                self.log.notes.append(f"Cell {index + 1} sent more than {MAX_OUTPUT_BYTES:,} bytes of output; "
                                       "the rest of its output was dropped.")
         return self.log
 
-    # --- values for the checks ------------------------------------------------------------
+    # --- checks -------------------------------------------------------------------------------
+    @contextmanager
+    def paused(self):
+        """Every process of the student's kernel is stopped for the length of the block (a
+        check): threads or children it left running cannot act meanwhile."""
+        self.jail.freeze()
+        self._paused = True
+        try:
+            yield self
+        finally:
+            self._paused = False
+            self.jail.thaw()
+
     def value(self, expr: str) -> Any:
         """The value of `expr` in the kernel, as a Python literal, read by the grader."""
         if not self.alive():
-            where = f" at cell {self.log.dead_at + 1}" if self.log.dead_at is not None else ""
-            raise CheckFailed(f"the notebook's kernel died{where}, so `{expr}` could not be read",
-                              hint="Run your notebook from the top and make sure it finishes without os._exit or a crash.")
-        kc = self.client.kc
-        msg_id = kc.execute("", silent=True, store_history=False,
-                            user_expressions={"v": f"__import__('builtins').repr({expr})"})
-        reply = self._reply(msg_id, VALUE_TIMEOUT_S)
+            at = self.log.dead_at if self.log.dead_at is not None else self.log.killed_at
+            where = f" at cell {at + 1}" if at is not None else ""
+            raise CheckFailed(f"the notebook's kernel died or was killed{where}, so `{expr}` could not be read",
+                              hint="Run your notebook from the top and make sure it finishes without os._exit, a "
+                                   "crash or a cell that never ends.")
+        if self._paused:
+            self.jail.thaw()
+        try:
+            msg_id = self.client.kc.execute("", silent=True, store_history=False,
+                                            user_expressions={"v": f"__import__('builtins').repr({expr})"})
+            reply = self._reply(msg_id, VALUE_TIMEOUT_S)
+            if reply is None:
+                self.jail.signal(signal.SIGINT)
+        finally:
+            if self._paused:
+                self.jail.freeze()
         if reply is None:
-            self._interrupt()
             raise CheckFailed(f"`{expr}` did not return within {VALUE_TIMEOUT_S} s",
                               hint="Your code may be waiting forever (a loop, or a consumer with no timeout).")
         result = reply["content"].get("user_expressions", {}).get("v", {})
         if result.get("status") != "ok":
-            name, err = result.get("ename", "Error"), result.get("evalue", "")
+            name, err = str(result.get("ename", "Error"))[:100], str(result.get("evalue", ""))[:500]
             if name == "NameError":
                 raise MissingAnswer(expr.split("(")[0].split(".")[0], err)
             raise CheckFailed(f"`{expr}` raised {name}: {err}",
                               hint="Fix the error in your code, then run the notebook again from the top.")
-        text = result["data"]["text/plain"]
+        text = str(result.get("data", {}).get("text/plain", ""))
+        if len(text) > MAX_VALUE_CHARS:
+            raise CheckFailed(f"`{expr}` is too large to check ({len(text):,} characters; at most "
+                              f"{MAX_VALUE_CHARS:,})", hint="Keep only what the question asks for.")
         try:
             return ast.literal_eval(ast.literal_eval(text))
-        except (ValueError, SyntaxError):
+        except Exception:   # not a literal, or nested too deep for the parser
             raise CheckFailed(f"`{expr}` is not a plain value (number, string, bytes, list, dict ...)",
                               found=text[:200]) from None
-
-    def _interrupt(self) -> None:
-        try:
-            run_sync(self.client.km.interrupt_kernel)()
-        except Exception:
-            pass
-
-
-def kill_all(procs: list[psutil.Process], grace_s: float = 3) -> None:
-    """Terminate, wait to a deadline, kill: the kernel and everything it started."""
-    procs = [p for p in procs if p.is_running()]
-    for p in procs:
-        try:
-            os.killpg(p.pid, signal.SIGTERM) if p.pid == os.getpgid(p.pid) else p.terminate()
-        except (psutil.Error, ProcessLookupError, PermissionError):
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=grace_s)

@@ -1,8 +1,8 @@
 """Grading as a pipeline of small steps that always ends with a result.
 
-    find the lab -> check the cluster -> read the notebook -> restore the tests
-    -> make a namespace -> make a working folder -> run the notebook and the checks
-    -> clean up (always)
+    find the lab -> check the sandbox -> check the cluster -> read the notebook
+    -> restore the course's cells -> make a namespace -> make a working folder
+    -> run the notebook (in a sandbox) and the checks (here) -> clean up (always)
 
 A step that cannot go on raises StudentError (the submission is at fault: graded, with a
 message) or InfrastructureError (we could not grade: the CLI exits non-zero and says why).
@@ -10,6 +10,9 @@ message) or InfrastructureError (we could not grade: the CLI exits non-zero and 
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import hmac
 import os
 import secrets
 import shutil
@@ -24,12 +27,17 @@ import nbformat
 from cluster.connect import bootstrap_servers
 from cluster.settings import ROOT
 
-from .checks import DEFAULT_SEED, CheckFailed, Context, checks_for
+from .checks import CheckFailed, Context, checks_for
 from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
 from .results import CheckResult, GradingResult
+from .sandbox import NOT_GUARANTEED, Cgroups, Limits, Sandbox, available
 
 SOLUTIONS, RELEASE = ROOT / "solutions", ROOT / "labs"
 CLUSTER_TIMEOUT_S = 15
+# The course's grading secret: the seeds of the checks' random inputs derive from it, so they
+# are stable (a regrade gives the same result) but cannot be worked out from the course's
+# code. COURSE_GRADING_SECRET (e.g. on Gradescope) wins over the file, made on first use.
+SECRET_FILE = ROOT / ".grading-secret"
 
 
 class InfrastructureError(Exception):
@@ -40,11 +48,28 @@ class StudentError(Exception):
     """The submission cannot be run at all (e.g. not a notebook); graded as zero, with why."""
 
 
+def grading_secret() -> bytes:
+    if os.environ.get("COURSE_GRADING_SECRET"):
+        return os.environ["COURSE_GRADING_SECRET"].encode()
+    if not SECRET_FILE.exists():
+        fd = os.open(SECRET_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+    return SECRET_FILE.read_text().strip().encode()
+
+
+def grading_seed(lab: str, student: str = "") -> int:
+    """The seed of one student's grading of one lab: secret, stable across regrades."""
+    digest = hmac.new(grading_secret(), f"{lab}/{student}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:6], "big")
+
+
 @dataclass
 class Job:
     lab: str
     notebook: Path
-    seed: int = DEFAULT_SEED
+    seed: int = 0
+    sandbox: bool = True
     cell_timeout: float = CELL_TIMEOUT_S
     total_timeout: float = TOTAL_TIMEOUT_S
     bootstrap: str = ""
@@ -53,6 +78,7 @@ class Job:
     source: nbformat.NotebookNode | None = None
     submission: nbformat.NotebookNode | None = None
     workdir: Path | None = None
+    release_files: tuple[Path, ...] = ()
     result: GradingResult | None = None
 
 
@@ -82,6 +108,16 @@ def find_lab(job: Job) -> None:
     job.result.checks = [CheckResult(label, points) for label, points in job.parts.items()]
 
 
+def check_sandbox(job: Job) -> None:
+    if not job.sandbox:
+        job.result.notes.append(NOT_GUARANTEED)
+        return
+    why = available()
+    if why:
+        raise InfrastructureError(f"student code cannot be sandboxed here: {why} To grade anyway, without the "
+                                  "sandbox's guarantees, pass --no-sandbox.")
+
+
 def check_cluster(job: Job) -> None:
     from kafka import KafkaAdminClient
 
@@ -102,6 +138,8 @@ def check_cluster(job: Job) -> None:
 
 
 def read_submission(job: Job) -> None:
+    if job.submission is not None:   # given in memory (nbgrader's preprocessor)
+        return
     if not job.notebook.exists():
         raise InfrastructureError(f"the notebook {job.notebook} does not exist")
     try:
@@ -113,23 +151,55 @@ def read_submission(job: Job) -> None:
 
 
 def restore_tests(job: Job) -> None:
-    """Put the course's own test cells back (as nbgrader does), so edits to them count for
-    nothing; only the course's own observation cells keep their "demo" tag (skipped)."""
-    ours = {test_label(c): c for c in job.source.cells if test_label(c)}
+    """Put the course's own cells back, as nbgrader does: every test cell and every locked
+    cell gets the course's source and type, so edits to them count for nothing. A part counts
+    once: from the course's own copy of its test cell (same cell id), else its first copy;
+    other copies are not run. Only the course's own observation cells keep their "demo" tag."""
+    ours = {grade_id(c): c for c in job.source.cells if grade_id(c) and is_restored(c)}
     demos = {c.source for c in job.source.cells if "demo" in c.metadata.get("tags", [])}
-    seen = set()
+    copies: dict[str, list] = {}
     for cell in job.submission.cells:
-        cell.outputs = [] if cell.cell_type == "code" else cell.get("outputs")
+        if cell.cell_type == "code":
+            cell.outputs = []
         tags = cell.get("metadata", {}).get("tags", [])
         if "demo" in tags and cell.source not in demos:
             tags.remove("demo")
-        label = test_label(cell)
-        if label in ours:
-            cell.source = ours[label].source
-            seen.add(label)
-    missing = sorted(set(ours) - seen)
+        if grade_id(cell) in ours:
+            copies.setdefault(grade_id(cell), []).append(cell)
+    edited = []
+    for gid, cells in copies.items():
+        course = ours[gid]
+        keep = next((c for c in cells if c.get("id") == course.get("id")), cells[0])
+        for cell in cells:
+            if cell is not keep:   # a copy: neither run nor graded
+                cell.cell_type, cell.source, cell.metadata = "markdown", f"(a copy of the course's cell {gid})", {}
+                cell.pop("outputs", None)
+                cell.pop("execution_count", None)
+        if keep.source != course.source or keep.cell_type != course.cell_type:
+            edited.append(gid)
+        keep.cell_type, keep.source = course.cell_type, course.source
+        keep.metadata["nbgrader"] = dict(course.metadata["nbgrader"])
+        if course.cell_type == "code":
+            keep.setdefault("outputs", [])
+            keep.setdefault("execution_count", None)
+        if len(cells) > 1:
+            job.result.notes.append(f"The cell {gid} appears {len(cells)} times; only the course's own copy "
+                                    "counted, the others were not run.")
+    if edited:
+        job.result.notes.append(f"The course's cells {sorted(edited)} were edited; the course's versions were used.")
+    missing = sorted(label for label in job.parts if label not in copies)
     if missing:
         job.result.notes.append(f"Test cells {missing} were missing from the notebook; they were checked at the end.")
+
+
+def grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def is_restored(cell) -> bool:
+    """The cells nbgrader puts back when it grades: test cells and locked cells (not answers)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("grade") and not meta.get("solution")) or bool(meta.get("locked") and not meta.get("solution"))
 
 
 def make_namespace(job: Job) -> None:
@@ -140,62 +210,87 @@ def make_namespace(job: Job) -> None:
 def make_workdir(job: Job) -> None:
     job.workdir = Path(tempfile.mkdtemp(prefix=f"grade-{job.lab}-"))
     release = RELEASE / job.lab
+    copied = []
     for item in release.iterdir() if release.exists() else []:
         if item.suffix != ".ipynb" and item.name != ".ipynb_checkpoints":
             (shutil.copytree if item.is_dir() else shutil.copy)(item, job.workdir / item.name)
-    for sub in ("home", "tmp"):
-        (job.workdir / "." / sub).mkdir()
+            copied.append(job.workdir / item.name)
+    job.release_files = tuple(copied)   # read-only inside the sandbox
+    for sub in (".home", ".tmp"):
+        (job.workdir / sub).mkdir()
 
 
 def kernel_env(job: Job) -> dict[str, str]:
-    keep = ("PATH", "LANG", "LC_ALL", "JAVA_HOME", "VIRTUAL_ENV", "COURSE_JARS_CACHE", "KAFKA_HOME")
+    """The whole environment of the student's code: where Kafka is and its namespace, folders
+    inside its working folder; no secrets, no seed, nothing of other submissions."""
+    keep = ("LANG", "LC_ALL", "JAVA_HOME", "COURSE_JARS_CACHE")
     env = {k: os.environ[k] for k in keep if k in os.environ}
-    env.update(LAB_NAMESPACE=job.namespace, KAFKA_BOOTSTRAP_SERVERS=job.bootstrap, COURSE_SEED=str(job.seed),
-               HOME=str(job.workdir / "home"), TMPDIR=str(job.workdir / "tmp"),
-               MPLCONFIGDIR=str(job.workdir / "home"), MPLBACKEND="agg", PYTHONDONTWRITEBYTECODE="1", GRPC_VERBOSITY="ERROR",
+    venv_bin = str(Path(os.sys.executable).parent)
+    home = job.workdir / ".home"
+    env.update(PATH=f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", VIRTUAL_ENV=str(Path(venv_bin).parent),
+               LAB_NAMESPACE=job.namespace, KAFKA_BOOTSTRAP_SERVERS=job.bootstrap,
+               HOME=str(home), TMPDIR=str(job.workdir / ".tmp"), USER="student",
+               MPLCONFIGDIR=str(home), MPLBACKEND="agg", PYTHONDONTWRITEBYTECODE="1", GRPC_VERBOSITY="ERROR",
                PYTHONHASHSEED="0",  # a submission that (wrongly) uses hash() gets the same score every time
-               IPYTHONDIR=str(job.workdir / "home" / ".ipython"), JUPYTER_PLATFORM_DIRS="1")
+               IPYTHONDIR=str(home / ".ipython"), JUPYTER_PLATFORM_DIRS="1")
     return env
 
 
 def run_notebook_and_checks(job: Job) -> None:
+    """Run the notebook in a sandboxed kernel; at each test cell, freeze the kernel and run the
+    part's check here, in the grader's process. Each part is checked once."""
     by_label = {c.label: c for c in job.result.checks}
+    checks = checks_for(job.lab)
     done: set[str] = set()
     scratch, cleanup = {}, []
+    cgroups = Cgroups(job.namespace, LIMITS) if job.sandbox else None
+    sandbox = Sandbox(job.workdir, readonly=job.release_files, limits=LIMITS, enabled=job.sandbox, cgroups=cgroups)
 
     def run_one(session: KernelSession, label: str) -> None:
+        if label in done or label not in by_label:
+            return
+        done.add(label)
         res = by_label[label]
         ctx = Context(job.lab, label, session, job.namespace, job.bootstrap, job.seed, workdir=job.workdir,
-                      scratch=scratch, cleanup=cleanup)
+                      scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=kernel_env(job))
         start = time.monotonic()
         try:
-            detail = checks_for(job.lab)[label].func(ctx)
+            with session.paused() if checks[label].pause_kernel else contextlib.nullcontext():
+                detail = checks[label].func(ctx)
             res.passed, res.score = True, res.max_score
-            res.message = "Passed: " + checks_for(job.lab)[label].title + (f" ({detail})" if detail else "")
+            res.message = "Passed: " + checks[label].title + (f" ({detail})" if detail else "")
         except CheckFailed as e:
-            res.message = str(e)
+            res.message = bounded(str(e))
         except Exception as e:  # a check that crashed: the student sees that, staff the traceback
-            res.message = f"The check could not finish ({type(e).__name__}: {e})."
-            res.details = traceback.format_exc()
+            res.message = f"The check could not finish ({type(e).__name__}); course staff can see why."
+            res.details = bounded(f"{type(e).__name__}: {e}\n{traceback.format_exc()}", 20_000)
         finally:
             ctx.close()
         res.seconds = time.monotonic() - start
-        done.add(label)
 
-    with KernelSession(job.submission, job.workdir, kernel_env(job), job.cell_timeout, job.total_timeout) as session:
-        session.run_silently(f"import autograder.guard as _g; _g.install({str(job.workdir)!r}, {job.namespace!r}); del _g")
-        log = session.run(lambda index, label: run_one(session, label) if label in by_label else None, test_label)
-        try:
-            for label in by_label:
-                if label not in done:
+    try:
+        with KernelSession(job.submission, sandbox, kernel_env(job), job.cell_timeout, job.total_timeout) as session:
+            # Accident protection only (a loop deleting every topic); the sandbox is the boundary.
+            session.run_silently(f"import autograder.guard as _g; _g.install({job.namespace!r}); del _g")
+            log = session.run(lambda index, label: run_one(session, label), test_label)
+            try:
+                for label in by_label:
                     run_one(session, label)
-        finally:
-            Context(job.lab, "", session, job.namespace, job.bootstrap, cleanup=cleanup).finish()
+            finally:
+                Context(job.lab, "", session, job.namespace, job.bootstrap, cleanup=cleanup).finish()
+    finally:
+        if cgroups:
+            cgroups.remove()
     job.result.notes.extend(log.notes)
     if log.errors:
         first = min(log.errors)
         job.result.notes.append(f"{len(log.errors)} cell(s) raised an error; the first was cell {first + 1}: "
                                 f"{log.errors[first]}")
+
+
+def bounded(text: str, limit: int = 3000) -> str:
+    """A message cut to `limit` characters: what the student's code printed can be anything."""
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit:,} more characters)"
 
 
 def clean_up(job: Job) -> None:
@@ -220,15 +315,22 @@ def clean_up(job: Job) -> None:
         shutil.rmtree(job.workdir, ignore_errors=True)
 
 
-STEPS = (find_lab, check_cluster, read_submission, restore_tests, make_namespace, make_workdir,
+STEPS = (find_lab, check_sandbox, check_cluster, read_submission, restore_tests, make_namespace, make_workdir,
          run_notebook_and_checks)
+LIMITS = Limits()
 
 
-def grade(lab: str, notebook: Path, seed: int = DEFAULT_SEED, cell_timeout: float = CELL_TIMEOUT_S,
-          total_timeout: float = TOTAL_TIMEOUT_S) -> GradingResult:
-    """Grade one submission. Always returns a result; never raises for a bad submission."""
-    job = Job(lab, Path(notebook), seed, cell_timeout, total_timeout)
-    job.result = GradingResult(lab=lab, notebook=str(notebook), seed=seed)
+def grade(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = None, student: str = "",
+          cell_timeout: float = CELL_TIMEOUT_S, total_timeout: float = TOTAL_TIMEOUT_S,
+          sandbox: bool = True) -> GradingResult:
+    """Grade one submission (a path, or a notebook already read). Always returns a result;
+    never raises for a bad submission. The seed is the course's secret one for (lab, student)
+    unless given (to replay a grading)."""
+    seed = grading_seed(lab, student) if seed is None else seed
+    given = notebook if isinstance(notebook, nbformat.NotebookNode) else None
+    path = Path("submission.ipynb") if given is not None else Path(notebook)
+    job = Job(lab, path, seed, sandbox, cell_timeout, total_timeout, submission=given)
+    job.result = GradingResult(lab=lab, notebook=str(path), seed=seed)
     start = time.monotonic()
     try:
         for step in STEPS:

@@ -43,7 +43,7 @@ class GradingResult:
     # --- views -------------------------------------------------------------------------
     def gradescope(self) -> dict:
         """Gradescope's results.json: score, per-test entries, visible output."""
-        header = [f"Graded {self.lab} in {self.seconds:.1f} s (seed {self.seed})."]
+        header = [f"Graded {self.lab} in {self.seconds:.1f} s."]
         if self.infrastructure_error:
             header.append("Infrastructure error: " + self.infrastructure_error +
                           " This is not a problem with your work; course staff have been told.")
@@ -54,6 +54,9 @@ class GradingResult:
                   "visibility": "visible"} for c in self.checks]
         tests.extend({"name": f"{c.label} (staff details)", "score": 0, "max_score": 0,
                       "output": c.details, "visibility": "hidden"} for c in self.checks if c.details)
+        # Staff only: the seed replays this grading (--seed); students never see it.
+        tests.append({"name": "grading (staff details)", "score": 0, "max_score": 0, "visibility": "hidden",
+                      "output": f"seed {self.seed}; namespace {self.namespace}"})
         return {"score": self.score, "max_score": self.max_score, "output": "\n".join(header),
                 "execution_time": round(self.seconds, 1), "tests": tests}
 

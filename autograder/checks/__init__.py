@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-DEFAULT_SEED = 6544  # printed with every result; --seed replays another
+DEFAULT_SEED = 6544  # self-checks in a student's kernel; grading uses the course's secret seed
 
 
 class CheckFailed(AssertionError):
@@ -98,6 +98,10 @@ class Context:
     # to undo at the end (processes it started).
     scratch: dict = field(default_factory=dict)
     cleanup: list[Callable[[], None]] = field(default_factory=list)
+    # How the student's scripts run: in the grading sandbox with the kernel's environment
+    # (None: as plain processes, for a self-check in the student's own kernel).
+    sandbox: Any = None
+    env: dict[str, str] | None = None
     rng: random.Random = field(init=False)
     _admin: Any = field(default=None, init=False, repr=False)
 
@@ -136,15 +140,19 @@ class Check:
     label: str
     func: Callable[[Context], None]
     title: str
+    # When grading, the student's kernel is frozen while its check runs, so nothing the student
+    # left running can act meanwhile; a check that calls a server living in the kernel (lab 1's
+    # gRPC service) keeps it running.
+    pause_kernel: bool = True
 
 
 REGISTRY: dict[str, Check] = {}
 
 
-def check(label: str):
+def check(label: str, pause_kernel: bool = True):
     """Register a check for one graded part; its docstring's first line is its title."""
     def register(func):
-        REGISTRY[label] = Check(label, func, (func.__doc__ or label).strip().splitlines()[0])
+        REGISTRY[label] = Check(label, func, (func.__doc__ or label).strip().splitlines()[0], pause_kernel)
         return func
     return register
 
@@ -175,8 +183,7 @@ def grade(label: str, user_ns: dict | None = None) -> None:
         from IPython import get_ipython
 
         user_ns = get_ipython().user_ns
-    seed = int(os.environ.get("COURSE_SEED", DEFAULT_SEED))
-    ctx = Context(lab_of(label), label, LocalSubmission(user_ns), namespace(), bootstrap_servers(), seed)
+    ctx = Context(lab_of(label), label, LocalSubmission(user_ns), namespace(), bootstrap_servers(), DEFAULT_SEED)
     start = time.monotonic()
     try:
         run_check(label, ctx)

@@ -88,7 +88,7 @@ def protobuf_round_trip(ctx: Context) -> None:
                      hint="Parse with counter_pb2.CounterEvent.FromString(data).")
 
 
-@check("lab1-q3")
+@check("lab1-q3", pause_kernel=False)   # calls the server running in the kernel
 def grpc_service(ctx: Context) -> None:
     """the Counter gRPC service answers Increase and Get correctly"""
     M = messages()
@@ -110,7 +110,7 @@ def grpc_service(ctx: Context) -> None:
                  hint="rpc_increase should call stub.Increase and return reply.total.")
 
 
-@check("lab1-q4")
+@check("lab1-q4", pause_kernel=False)
 def stream_matches_rpc(ctx: Context) -> None:
     """the events on the topic add up to the same counts as the RPC server and stream_counts"""
     Event = messages()["CounterEvent"]

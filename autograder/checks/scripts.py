@@ -1,18 +1,24 @@
 """Run a script the student wrote (with %%writefile) as separate processes, the way it would
-run in production: under the grader's guards, with deadlines, and killed if it overstays."""
+run in production: each in a grading sandbox of its own, with deadlines, and killed if it
+overstays. A planned crash "after S seconds" is a SIGKILL of the whole sandbox from here,
+so the script cannot see it coming or defuse it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..sandbox import Jail
 from . import CheckFailed, Context, expect
 
 SCRIPT_DEADLINE_S = 90
+CRASHED = -9                 # the exit status of a run the grader (or the harness) killed
+SANDBOX_KILLED = 128 + 9     # bwrap's exit status when the program inside died of SIGKILL
 
 
 @dataclass
@@ -38,33 +44,38 @@ def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_a
     cmd = [sys.executable, "-m", "autograder.harness"]
     if crash_on_write:
         cmd += ["--crash-on-write", crash_on_write]
-    if crash_after is not None:
-        cmd += ["--crash-after", f"{crash_after:.3f}"]
     cmd += [str(script), *args]
-    env = dict(os.environ, LAB_NAMESPACE=ctx.namespace, KAFKA_BOOTSTRAP_SERVERS=ctx.bootstrap_servers,
+    env = dict(ctx.env or os.environ, LAB_NAMESPACE=ctx.namespace, KAFKA_BOOTSTRAP_SERVERS=ctx.bootstrap_servers,
                PYTHONDONTWRITEBYTECODE="1")
     log = ctx.workdir / f".{Path(name).stem}-{tag or time.monotonic_ns()}.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ctx.workdir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        kw = dict(stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        if ctx.sandbox is not None:
+            proc = ctx.sandbox.popen(cmd, env, **kw)
+        else:
+            proc = subprocess.Popen(cmd, env=env, cwd=ctx.workdir, start_new_session=True, **kw)
+    if crash_after is not None:
+        timer = threading.Timer(crash_after, stop, (proc,))
+        timer.daemon = True
+        timer.start()
     ctx.cleanup.append(lambda: stop(proc))
     return ScriptRun(proc, log)
 
 
 def wait(run: ScriptRun, timeout: float = SCRIPT_DEADLINE_S) -> int:
+    """The script's exit status; CRASHED (-9) if it was killed, by the grader or the harness."""
     try:
-        return run.proc.wait(timeout)
+        code = run.proc.wait(timeout)
     except subprocess.TimeoutExpired:
         stop(run.proc)
         raise CheckFailed(f"{Path(run.proc.args[-1]).name} did not finish within {timeout:.0f} s",
                           found=run.output()[-500:],
                           hint="The script should stop by itself once no message has arrived for a while.") from None
+    return CRASHED if code in (CRASHED, SANDBOX_KILLED) else code
 
 
 def stop(proc: subprocess.Popen) -> None:
+    """Kill the run and everything it started (its sandbox, or its process tree)."""
     if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
+        Jail(proc.pid).kill()
         proc.wait(10)

@@ -1,0 +1,305 @@
+"""The jail that all student code runs in while it is graded: bubblewrap (bwrap).
+
+Every grading kernel, and every script of the student's that a check runs (lab 4's group
+members, lab 5's consumer under the crash harness), is a process tree inside its own
+bubblewrap sandbox:
+
+- its own PID namespace: when the sandbox is killed, everything in it dies, double-forked
+  daemons included (bwrap's init is pid 1 inside, and dies with the grader);
+- its own user namespace, as an unprivileged user with no capabilities;
+- a filesystem of its own: the system's programs and libraries, the Python environment,
+  the course's helper packages and the lab's release files, all read-only; a private
+  writable working folder and /tmp; nothing else (no solutions/, no cluster data, no other
+  grading's folder, no /proc of the grader: /proc shows only the sandbox's processes);
+- a minimal environment (the caller gives it whole: no secrets, no seed);
+- resource limits set inside before the student's code starts (rlimits cannot be raised
+  again): address space, processes, file size, CPU time, open files;
+- freeze/thaw: while a check runs, every process of the sandbox is stopped (SIGSTOP), so
+  nothing the student left running can act during the check.
+
+The network namespace is shared: student code must reach the brokers. What it may do there
+is the brokers' business (authentication and ACLs), not the sandbox's.
+
+Where bubblewrap is missing (macOS, Windows) or cannot make namespaces, `available()` says
+why; the grader then refuses to grade unless told `--no-sandbox`, and every result says what
+is not guaranteed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import psutil
+
+from cluster.settings import ROOT, jars_cache
+
+SANDBOX_UID = 65534           # "nobody" inside the sandbox
+# The parts of /etc that programs need (TLS roots, users, name lookup, the JDK's links);
+# the rest of /etc stays out.
+ETC_ALLOWED = ("ssl", "ca-certificates", "ca-certificates.conf", "passwd", "group", "hosts", "resolv.conf",
+               "nsswitch.conf", "host.conf", "localtime", "timezone", "alternatives", "java-17-openjdk",
+               "java-21-openjdk", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "mime.types", "fonts",
+               "matplotlibrc", "gai.conf", "protocols", "services")
+# The course code the student's kernel imports (the connection helper, the self-check), and the
+# data the labs read. Never solutions/, the cluster's data folders or the grader's results.
+COURSE_READABLE = ("cluster", "autograder", "datasets", "pyproject.toml")
+NOT_GUARANTEED = ("graded WITHOUT a sandbox (--no-sandbox): the student's code ran with the grader's "
+                  "own powers; it could read files it should not, outlive the grading, or change what "
+                  "the checks see. Use this grade for feedback only.")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of every process in a sandbox (rlimits, per process)."""
+
+    memory_mb: int = 4096        # address space: a memory hog gets MemoryError, not the machine
+    processes: int = 256         # threads and processes of the sandbox's user (a fork bomb stops here)
+    file_mb: int = 512           # largest file it may write
+    cpu_s: int = 900             # CPU seconds per process
+    open_files: int = 1024
+
+    def rlimits(self) -> dict[str, int]:
+        return {"RLIMIT_AS": self.memory_mb * 2**20, "RLIMIT_NPROC": self.processes,
+                "RLIMIT_FSIZE": self.file_mb * 2**20, "RLIMIT_CPU": self.cpu_s,
+                "RLIMIT_NOFILE": self.open_files, "RLIMIT_CORE": 0}
+
+
+# Runs inside the sandbox before the student's program: set the limits (soft = hard, so
+# they cannot be raised again), then exec the program.
+_SET_LIMITS = ("import os,resource as r,sys\n"
+               "a=sys.argv[1:];i=a.index('--')\n"
+               "for s in a[:i]:\n n,v=s.split('=');r.setrlimit(getattr(r,n),(int(v),int(v)))\n"
+               "os.execvp(a[i+1],a[i+1:])")
+
+
+# Runs outside the sandbox, with the grader's rights, just before bwrap: join the sandbox's
+# control groups, so bwrap and everything it starts are counted there.
+_JOIN_CGROUPS = ("import os,sys\n"
+                 "a=sys.argv[1:];i=a.index('--')\n"
+                 "for d in a[:i]:\n open(os.path.join(d,'cgroup.procs'),'w').write(str(os.getpid()))\n"
+                 "os.execvp(a[i+1],a[i+1:])")
+CGROUP_V1 = Path("/sys/fs/cgroup")
+
+
+class Cgroups:
+    """Control groups (v1 pids and memory) that bound a whole sandbox: its number of processes
+    and its total memory. Only where this machine lets us make them (as root, or where an
+    admin delegated them); elsewhere the per-process rlimits are the bound. RLIMIT_NPROC
+    alone does not hold when the grader runs as root, so there the pids group is needed."""
+
+    def __init__(self, name: str, limits: "Limits"):
+        self.dirs: list[Path] = []
+        wanted = {"pids": {"pids.max": str(limits.processes)},
+                  "memory": {"memory.limit_in_bytes": str(limits.memory_mb * 2**20),
+                             "memory.swappiness": "0"}}
+        for controller, settings in wanted.items():
+            folder = CGROUP_V1 / controller / "kafka-course" / name
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                for key, value in settings.items():
+                    if (folder / key).exists():
+                        (folder / key).write_text(value)
+                self.dirs.append(folder)
+            except OSError:
+                continue
+
+    def prefix(self) -> list[str]:
+        return [sys.executable, "-I", "-S", "-c", _JOIN_CGROUPS, *map(str, self.dirs), "--"] if self.dirs else []
+
+    def remove(self, timeout_s: float = 5) -> None:
+        """Delete the groups (possible once their last process has exited)."""
+        deadline = time.monotonic() + timeout_s
+        for folder in self.dirs:
+            while folder.exists():
+                try:
+                    folder.rmdir()
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+
+
+@cache
+def available() -> str | None:
+    """None if bubblewrap can make a sandbox here; otherwise why not, in words."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return ("bubblewrap (bwrap) is not installed; on Debian/Ubuntu: sudo apt install bubblewrap. "
+                "It needs Linux.")
+    probe = subprocess.run([bwrap, "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc",
+                            "true"], capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return (f"bubblewrap cannot create namespaces here ({probe.stderr.strip()[:200]}); unprivileged user "
+                "namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1).")
+    return None
+
+
+def _system_binds() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in ("bin", "sbin", "lib", "lib32", "lib64"):
+        path = Path("/") / top
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.exists():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in ETC_ALLOWED:
+        path = Path("/etc") / name
+        if path.exists():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+def _python_binds() -> list[str]:
+    """The interpreter, the virtual environment and the course packages, read-only, at their
+    own paths (the venv's editable install points at the course folder)."""
+    paths = {Path(sys.base_prefix), Path(sys.prefix)}
+    paths.update(ROOT / name for name in COURSE_READABLE)
+    cache_dir = jars_cache()          # Spark's connector jars
+    if cache_dir.exists():
+        paths.add(cache_dir)
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and Path(java_home).exists():
+        paths.add(Path(java_home).resolve())
+    args = []
+    for path in sorted(p for p in paths if p.exists()):
+        if not str(path).startswith("/usr/"):
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+@dataclass
+class Sandbox:
+    """How to jail a command: the working folder it may write, the files it may read, limits."""
+
+    workdir: Path
+    readonly: tuple[Path, ...] = ()        # extra read-only files or folders (the release files)
+    limits: Limits = field(default_factory=Limits)
+    enabled: bool = True                   # False: --no-sandbox (limits still apply)
+    cgroups: Cgroups | None = None         # whole-sandbox bounds, where the machine allows them
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """The command line that runs argv in the sandbox, with the limits set."""
+        limited = [sys.executable, "-I", "-S", "-c", _SET_LIMITS,
+                   *(f"{k}={v}" for k, v in self.limits.rlimits().items()), "--", *argv]
+        if not self.enabled:
+            return (self.cgroups.prefix() if self.cgroups else []) + limited
+        workdir = str(Path(self.workdir).resolve())
+        prefix = self.cgroups.prefix() if self.cgroups else []
+        args = [*prefix, shutil.which("bwrap") or "bwrap",
+                "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+                "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                "--hostname", "grading", "--die-with-parent", "--new-session",
+                # ipykernel would take its parent (bwrap's init, pid 1 inside) for an exited one;
+                # --die-with-parent already ties the sandbox's life to the grader's.
+                "--unsetenv", "JPY_PARENT_PID",
+                *_system_binds(), *_python_binds(),
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                "--bind", workdir, workdir]
+        for path in self.readonly:
+            args += ["--ro-bind", str(path), str(path)]
+        args += ["--remount-ro", "/", "--chdir", workdir, "--", *limited]
+        return args
+
+    def popen(self, argv: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
+        """Start argv in a sandbox of its own (its own PID namespace)."""
+        return subprocess.Popen(self.wrap(argv), env=env, cwd=self.workdir, start_new_session=True, **kwargs)
+
+
+class Jail:
+    """A running sandbox, by the pid of its outer process: freeze, thaw, kill, all at once."""
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+
+    def processes(self) -> list[psutil.Process]:
+        """Every process of the sandbox. Inside a PID namespace, orphans are adopted by its
+        pid 1, so they stay descendants of the outer process."""
+        try:
+            root = psutil.Process(self.pid)
+            return [root, *root.children(recursive=True)]
+        except (psutil.Error, TypeError, ValueError):
+            return []
+
+    def alive(self) -> bool:
+        try:
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except (psutil.Error, TypeError, ValueError):
+            return False
+
+    def main(self) -> psutil.Process | None:
+        """The program the sandbox was started for (the kernel): the deepest process on the
+        chain of first children (bwrap -> bwrap's init -> the limits wrapper's exec)."""
+        try:
+            proc = psutil.Process(self.pid)
+            while proc.name() == "bwrap":
+                kids = proc.children()
+                if not kids:
+                    return None
+                proc = min(kids, key=lambda p: p.pid)
+            return proc
+        except (psutil.Error, TypeError, ValueError):
+            return None
+
+    def signal(self, signum: int) -> None:
+        """Send signum to the sandboxed program (e.g. SIGINT: interrupt the running cell)."""
+        proc = self.main()
+        if proc is not None:
+            try:
+                proc.send_signal(signum)
+            except psutil.Error:
+                pass
+
+    def freeze(self) -> None:
+        """Stop every process in the sandbox. Repeats until no new process appears, so one
+        that forks while we stop its parent is caught too."""
+        stopped: set[int] = set()
+        while True:
+            new = [p for p in self.processes()[1:] if p.pid not in stopped]
+            if not new:
+                return
+            for p in new:
+                try:
+                    p.suspend()
+                except psutil.Error:
+                    pass
+                stopped.add(p.pid)
+
+    def thaw(self) -> None:
+        for p in self.processes()[1:]:
+            try:
+                p.resume()
+            except psutil.Error:
+                pass
+
+    def kill(self, grace_s: float = 0) -> None:
+        """Kill the sandbox and everything in it. With bwrap, SIGKILL to the outer process
+        takes its init (and so the whole PID namespace) down; without a sandbox, every
+        descendant is killed one by one."""
+        procs = self.processes()
+        if grace_s and procs:
+            for p in procs:
+                try:
+                    p.terminate()
+                except psutil.Error:
+                    pass
+            _, procs = psutil.wait_procs(procs, timeout=grace_s)
+        for p in procs:
+            try:
+                p.resume()
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(procs, timeout=5)
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
