@@ -12,3 +12,17 @@ c.CourseDirectory.db_url = "sqlite:///.nbgrader/gradebook.db"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*_pb2.py", "*_pb2_grpc.py",
                             "home", "tmp", "feedback"]
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# Autograding runs the grader's own pipeline instead of nbgrader's Execute step: the student's
+# code in the bubblewrap sandbox, the checks outside the kernel (autograder/nbgrader_step.py),
+# so `nbgrader autograde` and `python -m autograder grade` give the same points.
+# On a machine without bubblewrap: c.GradeInSandbox.sandbox = False (results say what that loses).
+c.Autograde.autograde_preprocessors = [
+    "autograder.nbgrader_step.GradeInSandbox",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]

@@ -16,7 +16,10 @@ from nbformat.v4 import new_code_cell
 @dataclass(frozen=True)
 class Edit:
     """Change one cell, found by its nbgrader id or by a snippet of its source.
-    kind: "sub" (replace old by new in the cell), "before"/"after" (insert a new cell)."""
+    kind: "sub" (replace old by new in the cell), "replace" (the cell's whole source becomes new),
+    "before"/"after" (insert a new cell),
+    "copy" (insert after the cell a copy of the cell found by old), "answers" (every answer
+    cell's source becomes new, with {grade_id} filled in; `cell` is not used)."""
 
     cell: str
     kind: str
@@ -32,21 +35,49 @@ class Scenario:
     edits: tuple[Edit, ...]
     fails: frozenset[str] = field(default_factory=frozenset)   # labels that must score 0
     note: str = ""                   # a phrase the grader's notes must contain
+    base: str = "solution"           # what the student starts from: "solution", or the blank "release"
 
-    def build(self, solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
-        nb = copy.deepcopy(solution)
+    def build(self, solution: nbformat.NotebookNode, release: nbformat.NotebookNode | None = None) -> nbformat.NotebookNode:
+        if self.base == "release" and release is None:
+            raise ValueError(f"{self.name} starts from the blank release: pass it")
+        nb = copy.deepcopy(release if self.base == "release" else solution)
+        added = 0
         for e in self.edits:
+            if e.kind == "answers":
+                for cell in nb.cells:
+                    meta = cell.get("metadata", {}).get("nbgrader", {})
+                    if meta.get("solution") and cell.cell_type == "code":
+                        cell.source = e.new.replace("{grade_id}", repr(meta["grade_id"]))
+                continue
             index = find_cell(nb, e.cell)
             cell = nb.cells[index]
+            if e.kind == "replace":
+                cell.source = e.new
+                continue
             if e.kind == "sub":
                 if e.old not in cell.source:
                     raise ValueError(f"{self.name}: {e.old!r} is not in cell {e.cell!r}")
                 cell.source = cell.source.replace(e.old, e.new)
+                continue
+            if e.kind == "copy":   # a copy of the cell found by `old`, as JupyterLab's copy-paste makes it
+                new = copy.deepcopy(nb.cells[find_cell(nb, e.old)])
+                index += 1
             else:
-                nb.cells.insert(index + (e.kind == "after"), new_code_cell(e.new))
-        for i, cell in enumerate(nb.cells):
-            cell.id = f"cell-{i:02d}"
+                new = new_code_cell(e.new)
+                index += e.kind == "after"
+            added += 1
+            new.id = f"added-{added:02d}"   # the course's own cells keep their ids
+            nb.cells.insert(index, new)
         return nb
+
+    def notebook(self) -> nbformat.NotebookNode:
+        """The scenario's notebook, built from the lab's solution (or blank release) on disk."""
+        from .pipeline import RELEASE, SOLUTIONS
+
+        def read(root):
+            return nbformat.read(root / self.lab / f"{self.lab}.ipynb", as_version=4)
+
+        return self.build(read(SOLUTIONS), read(RELEASE) if self.base == "release" else None)
 
 
 def find_cell(nb, key: str) -> int:
@@ -182,7 +213,7 @@ SCENARIOS = (
              fails("lab1-q4", "lab1-q5"), note="kernel died"),
     Scenario("prints-a-million-lines", "lab2", "a debugging print of a million lines",
              (Edit("lab2-create-topic", "after", "for i in range(1_000_000):\n    print('debug', i)"),),
-             note="printed more than"),
+             note="bytes of output"),
     Scenario("deletes-every-topic", "lab2", "a clean-up cell that deletes every topic on the cluster",
              (Edit("lab2-create-topic", "before",
                    "lab.admin.delete_topics([t for t in lab.admin.list_topics() if not t.startswith('__')])"),),
@@ -192,9 +223,188 @@ SCENARIOS = (
              fails("lab2-q1", "lab2-q2", "lab2-q3", "lab2-q4", "lab2-q5"), note="more than 64 partitions"),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),
-             note="PermissionError"),
+             note="Read-only file system"),
+)
+
+
+# --- attacks: what a determined student who reads the course's code would try. Each gets the
+# score its honest work deserves (a blank release's attack: 0). The self-test also checks,
+# after every grading, that no secret or seed reached the student, that no process of the
+# submission is alive, and that no course file changed.
+RUN_SOLUTION = (
+    "# Find the instructor's notebook wherever the course lives, and run its answer.\n"
+    "import json, pathlib, cluster\n"
+    "def run_solution(grade_id):\n"
+    "    here = pathlib.Path(cluster.__file__).resolve().parents[1]\n"
+    "    for root in (here, pathlib.Path.cwd(), *pathlib.Path.cwd().parents, pathlib.Path('/work')):\n"
+    "        for path in (root / 'solutions' / '{lab}' / '{lab}.ipynb', *root.glob('*/solutions/{lab}/{lab}.ipynb')):\n"
+    "            try:\n"
+    "                cells = json.loads(path.read_text())['cells']\n"
+    "            except OSError:\n"
+    "                continue\n"
+    "            for cell in cells:\n"
+    "                if cell['metadata'].get('nbgrader', {}).get('grade_id') == grade_id:\n"
+    "                    source = ''.join(cell['source'])\n"
+    "                    if source.startswith('%%writefile'):\n"
+    "                        name, body = source.split('\\n', 1)\n"
+    "                        pathlib.Path(name.split()[1]).write_text(body)\n"
+    "                    else:\n"
+    "                        exec(source, globals())\n"
+    "                    return 'ran the solution from ' + str(path)\n"
+    "    print('no solution found for', grade_id)\n")
+LURKER = (
+    "# A thread that joins every consumer group the grader makes in my namespace, to take\n"
+    "# partitions away from the members it starts.\n"
+    "import threading, time\n"
+    "def lurk():\n"
+    "    joined = {}\n"
+    "    while True:\n"
+    "        for g in lab.admin.list_groups():\n"
+    "            gid = g[0] if isinstance(g, tuple) else getattr(g, 'group_id', g)\n"
+    "            if str(gid).startswith(lab.namespace + '.members-') and gid not in joined:\n"
+    "                c = KafkaConsumer(lab.topic('departures'), group_id=gid, bootstrap_servers=lab.bootstrap_servers)\n"
+    "                joined[gid] = c\n"
+    "        for c in joined.values():\n"
+    "            c.poll(timeout_ms=100)\n"
+    "        time.sleep(0.1)\n"
+    "threading.Thread(target=lurk, daemon=True).start()")
+LEAK = (
+    "# Collect what the grader might know, and get it shown back in a failed part's message.\n"
+    "import os, glob, pathlib\n"
+    "def peek(path):\n"
+    "    try:\n"
+    "        return pathlib.Path(path).read_text(errors='replace')[:200]\n"
+    "    except OSError as e:\n"
+    "        return type(e).__name__\n"
+    "json_bytes = repr({'env': dict(os.environ), 'secret': peek('/work/main/.grading-secret'),\n"
+    "                   'solutions': glob.glob('/work/*/solutions/*/*.ipynb'), 'grader': peek('/proc/1/cmdline'),\n"
+    "                   'parent_env': peek(f'/proc/{os.getppid()}/environ'), 'tmp': glob.glob('/tmp/*'),\n"
+    "                   'broker_data': glob.glob('/work/*/.cluster/node-*/data/*')})")
+
+ATTACKS = (
+    Scenario("runs-instructor-solutions", "lab1", "each answer cell of the blank release looks for the "
+             "instructor's notebook on the grading machine and runs the matching solution cell",
+             (Edit("", "answers", RUN_SOLUTION.replace("{lab}", "lab1") + "run_solution({grade_id})"),),
+             fails("lab1-q1", "lab1-q2", "lab1-q3", "lab1-q4", "lab1-q5"), base="release"),
+    Scenario("rewrites-course-code", "lab1", "the blank release rewrites the grader's check library on disk "
+             "so that every check passes, for the grader to import later",
+             (Edit("lab1-setup", "after",
+                   "import autograder.checks as checks, pathlib\n"
+                   "path = pathlib.Path(checks.__file__)\n"
+                   "path.write_text(path.read_text().replace('    if not ok:\\n', '    if False:\\n'))"),),
+             fails("lab1-q1", "lab1-q2", "lab1-q3", "lab1-q4", "lab1-q5"), base="release",
+             note="Read-only file system"),
+    Scenario("leaks-grader-secrets", "lab1", "an answer set to everything the kernel can see of the grader "
+             "(environment, secret, solutions, parent process, other gradings' folders, broker files), "
+             "hoping the failed part's message shows it",
+             (Edit("lab1-measure", "after", LEAK),),
+             fails("lab1-q5")),
+    Scenario("replays-known-seed", "lab4", "lag() returns answers precomputed by replaying the checks' "
+             "random inputs with the seed in the course's code, without asking Kafka",
+             (Edit("lab4-lag", "after",
+                   "import random\n"
+                   "def lag(group, topic):\n"
+                   "    rng = random.Random('6544:lab4-q4')\n"
+                   "    rng.randrange(10**6)\n"
+                   "    ends = {p: rng.randrange(5, 30) for p in range(3)}\n"
+                   "    committed = {p: rng.randrange(0, ends[p]) for p in (0, 1)}\n"
+                   "    return {p: ends[p] - committed.get(p, 0) for p in ends}"),),
+             fails("lab4-q4")),
+    Scenario("guesses-with-test-cell-copies", "lab1", "a wrong proto_bytes, then thirty guesses, each "
+             "followed by a copy of the lab1-q5 test cell, hoping one copy passes",
+             (Edit("lab1-measure", "sub", "proto_bytes = 0", "proto_bytes = len(encode_event(**sample))"),
+              *(e for n in range(30, 0, -1) for e in (
+                  Edit("lab1-q5", "copy", "", "lab1-q5"),
+                  Edit("lab1-q5", "after", f"proto_bytes = {n}")))),
+             fails("lab1-q5"), note="appears 31 times"),
+    Scenario("double-forked-daemon", "lab1", "a daemon, double-forked into its own session, meant to outlive "
+             "the grading", (Edit("lab1-increase", "after",
+                                  "import subprocess\n"
+                                  "subprocess.Popen(['sh', '-c', 'setsid sh -c \"sleep 86399\" &'])"),)),
+    Scenario("ignores-interrupts", "lab1", "a last cell that ignores SIGINT and spins forever",
+             (Edit("lab1-q5", "after", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                       "while True:\n    pass"),),
+             note="ignored the interrupt"),
+    Scenario("allocates-16-gb", "lab3", "a cell that allocates 16 GB",
+             (Edit("lab3-predict", "after", "hog = bytearray(16 * 2**30)"),), note="MemoryError"),
+    Scenario("fork-bomb", "lab3", "a last cell that forks until the machine gives out",
+             (Edit("lab3-q4", "after",
+                   "import os, time\n"
+                   "while True:\n"
+                   "    if os.fork() == 0:\n"
+                   "        time.sleep(600)\n"
+                   "        os._exit(0)"),),
+             note="BlockingIOError"),
+    Scenario("floods-display-and-comms", "lab2", "twenty megabytes of display data and comm messages",
+             (Edit("lab2-create-topic", "after",
+                   "from IPython.display import display\n"
+                   "from comm import create_comm\n"
+                   "for i in range(10_000):\n"
+                   "    display({'text/plain': 'x' * 1000}, raw=True)\n"
+                   "c = create_comm(target_name='flood')\n"
+                   "for i in range(10_000):\n"
+                   "    c.send({'x': 'y' * 1000})"),),
+             note="bytes of output"),
+    Scenario("huge-answer-value", "lab1", "an answer that is a five-million-character string",
+             (Edit("lab1-measure", "after", "proto_bytes = 'x' * 5_000_000"),),
+             fails("lab1-q5"), note=""),
+    Scenario("kills-the-grader", "lab1", "a cell that kills its parent and every process it can see whose "
+             "command line mentions the autograder",
+             (Edit("lab1-setup", "after",
+                   "import os, signal\n"
+                   "targets = {os.getppid()}\n"
+                   "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                   "    try:\n"
+                   "        if b'autograder' in open(f'/proc/{pid}/cmdline', 'rb').read() and int(pid) != os.getpid():\n"
+                   "            targets.add(int(pid))\n"
+                   "    except OSError:\n"
+                   "        pass\n"
+                   "for pid in targets - {1, os.getpid()}:\n"
+                   "    try:\n"
+                   "        os.kill(pid, signal.SIGKILL)\n"
+                   "    except OSError:\n"
+                   "        pass\n"
+                   "print('killed', targets)"),)),
+    Scenario("joins-the-graders-groups", "lab4", "a thread left in the kernel joins every group the grader "
+             "starts, to steal partitions from the members it checks",
+             (Edit("lab4-q1", "after", LURKER),)),
+    Scenario("answers-from-public-data", "lab2", "the average delays are computed from the public CSV "
+             "instead of consuming the topic (nothing read, nothing committed)",
+             (Edit("lab2-consume", "replace",
+                   "def average_delay_by_origin():\n"
+                   "    sums, counts = {}, {}\n"
+                   "    for f in load_flights(day=1):\n"
+                   "        if f['dep_delay'] is not None:\n"
+                   "            sums[f['origin']] = sums.get(f['origin'], 0) + f['dep_delay']\n"
+                   "            counts[f['origin']] = counts.get(f['origin'], 0) + 1\n"
+                   "    return {o: round(sums[o] / counts[o], 2) for o in sums}\n"
+                   "delays = average_delay_by_origin()"),),
+             fails("lab2-q4")),
+    Scenario("defuses-the-crash-harness", "lab5", "the consumer takes back the real open() so the harness "
+             "cannot crash it mid-write, and writes its checkpoint in place",
+             (Edit("lab5-stats", "sub", "import builtins, _io\nbuiltins.open = _io.open\nCHECKPOINT = ",
+                   "CHECKPOINT = "),
+              Edit("lab5-stats", "sub", 'with open(CHECKPOINT, "w") as f:\n        json.dump(state, f)\n'
+                   '        f.flush()\n        os.fsync(f.fileno())\n    pass',
+                   'with open(tmp, "w") as f:\n        json.dump(state, f)\n        f.flush()\n'
+                   '        os.fsync(f.fileno())\n    os.replace(tmp, CHECKPOINT)')),
+             fails("lab5-q3")),
+    Scenario("escapes-through-a-child-interpreter", "lab1", "a child interpreter, out of reach of any hook "
+             "in the kernel, writes into the course's folders and the grader's /tmp",
+             (Edit("lab1-increase", "after",
+                   "import subprocess, sys\n"
+                   "out = subprocess.run([sys.executable, '-c', \"import pathlib, cluster\\n"
+                   "root = pathlib.Path(cluster.__file__).resolve().parents[1]\\n"
+                   "for target in (root / 'solutions' / 'escaped.txt', root / 'cluster' / 'escaped.txt', "
+                   "pathlib.Path('/tmp/kafka-course-escaped.txt')):\\n"
+                   "    try:\\n"
+                   "        target.write_text('x')\\n"
+                   "        print('wrote', target)\\n"
+                   "    except OSError as e:\\n"
+                   "        print('refused', target, e)\"], capture_output=True, text=True)\n"
+                   "print(out.stdout, out.stderr)"),)),
 )
 
 
 def scenarios(lab: str | None = None) -> list[Scenario]:
-    return [s for s in SCENARIOS if lab is None or s.lab == lab]
+    return [s for s in SCENARIOS + ATTACKS if lab is None or s.lab == lab]

@@ -52,20 +52,50 @@ class _HalfWriter:
 
 
 def crash_on_write(name: str, nth: int) -> None:
-    """SIGKILL in the middle of the nth write of a file whose name starts with `name`."""
+    """SIGKILL at the nth opening for writing of a file whose name starts with `name`.
+
+    Through open() (the usual way), the file is opened and half of the first data written to
+    it reaches the disk before the crash. Any other way of opening it (os.open, tempfile, a
+    saved reference to the original open) is seen by an audit hook, which code cannot remove:
+    there the crash comes right after the file was opened (and, for mode "w", emptied),
+    before anything is written. A script that dodges both never crashes, and the grader
+    fails a run that was meant to crash but did not."""
     real_open = io.open
     seen = {"count": 0}
+    ours = threading.local()
+
+    def matches(file) -> bool:
+        return isinstance(file, (str, bytes, os.PathLike)) and os.path.basename(os.fsdecode(file)).startswith(name)
 
     def open_(file, mode="r", *args, **kwargs):
-        f = real_open(file, mode, *args, **kwargs)
-        if any(c in mode for c in "wax+") and isinstance(file, (str, bytes, os.PathLike)) and \
-                os.path.basename(os.fsdecode(file)).startswith(name):
+        writing = any(c in mode for c in "wax+") and matches(file)
+        ours.opening = writing
+        try:
+            f = real_open(file, mode, *args, **kwargs)
+        finally:
+            ours.opening = False
+        if writing:
             seen["count"] += 1
             if seen["count"] == nth:
                 return _HalfWriter(f)
         return f
 
+    def hook(event, args):
+        if event != "open" or getattr(ours, "opening", False):
+            return
+        file, mode, flags = args
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
+                  (isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC))
+        if writing and matches(file):
+            seen["count"] += 1
+            if seen["count"] == nth:
+                truncating = (isinstance(mode, str) and "w" in mode) or (isinstance(flags, int) and flags & os.O_TRUNC)
+                if truncating and os.path.exists(file):
+                    os.truncate(file, 0)     # opened for writing, nothing written yet: then the power cut
+                crash()
+
     builtins.open = io.open = open_
+    sys.addaudithook(hook)
 
 
 def main(argv=None) -> None:

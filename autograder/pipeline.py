@@ -11,6 +11,7 @@ message) or InfrastructureError (we could not grade: the CLI exits non-zero and 
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import hmac
 import os
@@ -187,9 +188,11 @@ def restore_tests(job: Job) -> None:
                                     "counted, the others were not run.")
     if edited:
         job.result.notes.append(f"The course's cells {sorted(edited)} were edited; the course's versions were used.")
-    missing = sorted(label for label in job.parts if label not in copies)
-    if missing:
-        job.result.notes.append(f"Test cells {missing} were missing from the notebook; they were checked at the end.")
+    missing = [c for c in job.source.cells if test_label(c) and test_label(c) not in copies]
+    if missing:   # put back at the end, where they check the kernel as the notebook left it
+        job.submission.cells.extend(copy.deepcopy(missing))
+        job.result.notes.append(f"Test cells {[test_label(c) for c in missing]} were missing from the notebook; "
+                                "they were put back at the end.")
 
 
 def grade_id(cell) -> str | None:
@@ -281,6 +284,7 @@ def run_notebook_and_checks(job: Job) -> None:
     finally:
         if cgroups:
             cgroups.remove()
+    job.result.graded_notebook = job.submission
     job.result.notes.extend(log.notes)
     if log.errors:
         first = min(log.errors)

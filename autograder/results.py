@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -31,6 +32,7 @@ class GradingResult:
     seconds: float = 0.0
     seed: int = 0
     namespace: str = ""
+    graded_notebook: Any = field(default=None, repr=False)   # the notebook as run, with its outputs
 
     @property
     def score(self) -> float:

@@ -1,14 +1,19 @@
 """python -m autograder selftest: the grader grades its own corpus through its real CLI.
 
 Every solution must score full marks, every blank release 0 (without crashing), and every
-scenario of autograder/corpus.py exactly its expected score, with the expected note. Runs
-several gradings at once, as a class's submissions would, so a submission that breaks
-things (deletes every topic, ...) would show up in its neighbours' scores.
+scenario of autograder/corpus.py (mistakes and attacks) exactly its expected score, with the
+expected note. After every grading: no secret and no seed in what the student sees, and no
+process of the submission alive. After all of them: no course file changed, no file left
+where an attack tried to write, the brokers' settings unchanged. Runs several gradings at
+once, as a class's submissions would, and grades the solutions last, after the attacks, so
+an attack that breaks things shows up in the solutions' scores.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -19,8 +24,16 @@ from pathlib import Path
 
 import nbformat
 
+import psutil
+
+from cluster.settings import ROOT
+
 from .corpus import Scenario, scenarios
-from .pipeline import RELEASE, SOLUTIONS, graded_parts
+from .pipeline import RELEASE, SOLUTIONS, grading_secret, graded_parts
+
+# What attacks try to change: the course's own folders, and files outside any grading folder.
+WATCHED = ("solutions", "labs", "autograder", "cluster", "datasets", "pyproject.toml", "nbgrader_config.py")
+ESCAPE_MARKERS = (Path("/tmp/kafka-course-escaped.txt"), Path("/course-escape.txt"), Path("/tmp/course-escape.txt"))
 
 CELL_TIMEOUT_S = 20      # short, so runaway cells cost little; the lab's cells take a few seconds
 TOTAL_TIMEOUT_S = 240
@@ -42,10 +55,12 @@ class Outcome:
     output: str
     seconds: float
     exit_code: int
+    problems: list[str] = None     # what went wrong beyond the score: leaks, leftovers
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and self.scores == self.case.expected and self.case.note in self.output
+        return (self.exit_code == 0 and self.scores == self.case.expected and self.case.note in self.output
+                and not self.problems)
 
 
 def labs() -> list[str]:
@@ -53,18 +68,19 @@ def labs() -> list[str]:
 
 
 def cases(selected: list[str], workdir: Path) -> list[Case]:
-    out = []
+    """The corpus first (mistakes and attacks), then each lab's blank release and solution."""
+    corpus, last = [], []
     for lab in selected:
         solution = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)
         parts = graded_parts(solution)
-        out.append(Case("solution", lab, SOLUTIONS / lab / f"{lab}.ipynb", dict(parts)))
-        out.append(Case("blank-release", lab, RELEASE / lab / f"{lab}.ipynb", dict.fromkeys(parts, 0.0)))
+        last.append(Case("blank-release", lab, RELEASE / lab / f"{lab}.ipynb", dict.fromkeys(parts, 0.0)))
+        last.append(Case("solution", lab, SOLUTIONS / lab / f"{lab}.ipynb", dict(parts)))
         for s in scenarios(lab):
             path = workdir / lab / f"{s.name}.ipynb"
             path.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(s.build(solution), path)
-            out.append(Case(s.name, lab, path, expected_scores(s, parts), s.note))
-    return out
+            nbformat.write(s.notebook(), path)
+            corpus.append(Case(s.name, lab, path, expected_scores(s, parts), s.note))
+    return corpus + last
 
 
 def expected_scores(s: Scenario, parts: dict[str, float]) -> dict[str, float]:
@@ -84,19 +100,73 @@ def run(case: Case, outdir: Path) -> Outcome:
     try:
         data = json.loads(result.read_text())
     except (OSError, ValueError):
-        return Outcome(case, {}, proc.stdout + proc.stderr, seconds, proc.returncode or 99)
+        return Outcome(case, {}, proc.stdout + proc.stderr, seconds, proc.returncode or 99, [])
     scores = {t["name"]: float(t["score"]) for t in data["tests"] if t.get("visibility") != "hidden"}
-    return Outcome(case, scores, data["output"] + "\n" + proc.stdout, seconds, proc.returncode)
+    return Outcome(case, scores, data["output"] + "\n" + proc.stdout, seconds, proc.returncode, after_grading(data))
 
 
-def selftest(labs: list[str] | None = None, jobs: int = 2, write_corpus: str | None = None) -> int:
+def after_grading(data: dict) -> list[str]:
+    """What a grading must never leave behind: secrets in the student's view, live processes."""
+    problems = []
+    staff = " ".join(t["output"] for t in data["tests"] if t.get("visibility") == "hidden")
+    seed = re.search(r"seed (\d+)", staff)
+    namespace = re.search(r"namespace (\S+)", staff)
+    student_view = data["output"] + " ".join(t["output"] for t in data["tests"] if t.get("visibility") != "hidden")
+    for secret in (seed and seed.group(1), grading_secret().decode()):
+        if secret and secret in student_view:
+            problems.append("the student's view of the result shows the grading seed or the course's secret")
+    if namespace:
+        alive = [p.pid for p in psutil.process_iter(["environ"])
+                 if (p.info.get("environ") or {}).get("LAB_NAMESPACE") == namespace.group(1)]
+        if alive:
+            problems.append(f"processes of the submission are still alive: {alive}")
+    return problems
+
+
+def course_digest() -> str:
+    h = hashlib.sha256()
+    for name in WATCHED:
+        root = ROOT / name
+        for path in sorted([root] if root.is_file() else root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                h.update(str(path).encode() + path.read_bytes())
+    return h.hexdigest()
+
+
+def broker_settings() -> dict:
+    """Every broker's configuration, as the cluster reports it."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    from cluster.connect import bootstrap_servers
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers(), client_id="selftest")
+    try:
+        brokers = sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"])
+        found = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b)) for b in brokers])
+        return json.loads(json.dumps(found, default=str))
+    finally:
+        admin.close()
+
+
+def selftest(labs: list[str] | None = None, jobs: int = 2, write_corpus: str | None = None,
+             only: list[str] | None = None) -> int:
     selected = labs or globals()["labs"]()
     with tempfile.TemporaryDirectory(prefix="selftest-") as tmp:
         tmp = Path(tmp)
         todo = cases(selected, Path(write_corpus) if write_corpus else tmp / "corpus")
+        if only:
+            todo = [c for c in todo if any(o in c.name for o in only)]
         print(f"selftest: {len(todo)} gradings of {', '.join(selected)}, {jobs} at a time")
+        digest, settings = course_digest(), broker_settings()
         with ThreadPoolExecutor(jobs) as pool:
             outcomes = list(pool.map(lambda c: run(c, tmp), todo))
+        changed = []
+        if course_digest() != digest:
+            changed.append("a file of the course (solutions/, labs/, autograder/, cluster/, ...) changed")
+        changed += [f"an attack left {m}" for m in ESCAPE_MARKERS if m.exists()]
+        if broker_settings() != settings:
+            changed.append("the brokers' settings changed")
     width = max(len(f"{o.case.lab} {o.case.name}") for o in outcomes)
     for o in outcomes:
         got, want = sum(o.scores.values()), sum(o.case.expected.values())
@@ -108,7 +178,11 @@ def selftest(labs: list[str] | None = None, jobs: int = 2, write_corpus: str | N
             print(f"    parts (found, expected): {wrong}; exit code {o.exit_code}")
             if o.case.note and o.case.note not in o.output:
                 print(f"    the grader's notes should mention {o.case.note!r}")
+            for problem in o.problems or []:
+                print(f"    {problem}")
             print("    " + o.output.strip().replace("\n", "\n    ")[:3000])
-    failed = sum(not o.ok for o in outcomes)
-    print(f"{len(outcomes) - failed} passed, {failed} failed")
+    for problem in changed:
+        print(f"AFTER ALL GRADINGS: {problem}")
+    failed = sum(not o.ok for o in outcomes) + len(changed)
+    print(f"{len(outcomes) + len(changed) - failed} passed, {failed} failed")
     return 1 if failed else 0

@@ -1,0 +1,61 @@
+"""nbgrader's execution step, replaced by the grader's own: `nbgrader autograde` gives the
+same points as `python -m autograder grade`, because it is the same grading.
+
+nbgrader's own Execute step runs the test cells inside the student's kernel, where code in
+the notebook can replace the checks. nbgrader_config.py puts GradeInSandbox in its place:
+after nbgrader has restored the course's cells from its gradebook, the notebook is graded by
+autograder.pipeline (kernel in the sandbox, checks in this process), and each test cell gets
+an output nbgrader understands: nothing for a pass, an error for a fail. nbgrader's next
+steps (SaveAutoGrades, feedback) then read those as usual.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from nbconvert.preprocessors import Preprocessor
+from nbformat import NotebookNode
+from traitlets import Bool
+
+from .pipeline import grade
+
+
+class GradingFailed(RuntimeError):
+    """We could not grade this submission (the cluster is down, ...): nbgrader records an
+    error for it instead of a zero."""
+
+
+class GradeInSandbox(Preprocessor):
+    sandbox = Bool(True, help="Run the student's code in the bubblewrap sandbox (Linux). False is "
+                              "--no-sandbox: every result then says what is not guaranteed.").tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        info = resources.get("nbgrader", {})
+        lab, student = info.get("assignment"), info.get("student", "")
+        result = grade(lab, copy.deepcopy(nb), student=student, sandbox=self.sandbox)
+        if result.infrastructure_error:
+            raise GradingFailed(f"{lab} of {student} could not be graded: {result.infrastructure_error}")
+        graded = result.graded_notebook
+        if graded is not None:
+            for cell, ran in zip(nb.cells, graded.cells):
+                if cell.cell_type == "code" and ran.cell_type == "code":
+                    cell.outputs = ran.get("outputs", [])
+            nb.cells.extend(graded.cells[len(nb.cells):])   # test cells the student deleted, put back
+        by_label = {c.label: c for c in result.checks}
+        first = True
+        for cell in nb.cells:
+            label = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if cell.cell_type != "code" or label not in by_label or not cell.metadata["nbgrader"].get("grade"):
+                continue
+            check = by_label.pop(label)
+            cell.outputs = []
+            if first and result.notes:
+                cell.outputs.append(NotebookNode(output_type="stream", name="stdout",
+                                                 text="".join(f"note: {n}\n" for n in result.notes)))
+                first = False
+            if check.passed:
+                cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=check.message + "\n"))
+            else:
+                cell.outputs.append(NotebookNode(output_type="error", ename="CheckFailed", evalue=check.message,
+                                                 traceback=[f"{label} failed", *check.message.splitlines()]))
+        return nb, resources
