@@ -17,7 +17,9 @@ from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from traitlets import Bool
 
-from .pipeline import grade
+import nbformat
+
+from .pipeline import SOLUTIONS, drop_copies, grade
 
 
 class GradingFailed(RuntimeError):
@@ -25,7 +27,29 @@ class GradingFailed(RuntimeError):
     error for it instead of a zero."""
 
 
+class KeepCourseCopy(Preprocessor):
+    """In place of nbgrader's DeduplicateIds: where a test cell (or another of the course's
+    cells) appears several times, the course's own copy counts and the others become notes,
+    as in `python -m autograder grade`. (DeduplicateIds keeps the last copy and leaves the
+    others with empty metadata, which nbgrader then refuses as an old format: one pasted test
+    cell would fail the whole submission.)"""
+
+    enabled = Bool(True).tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        lab = resources.get("nbgrader", {}).get("assignment")
+        source = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)
+        for gid, cells in drop_copies(source, nb).items():
+            if len(cells) > 1:
+                self.log.warning("%s: the cell %s appears %d times; only the course's own copy counts",
+                                 lab, gid, len(cells))
+        return nb, resources
+
+
 class GradeInSandbox(Preprocessor):
+    # nbconvert's preprocessors are off unless enabled: off, nbgrader would find no errors in
+    # the (unrun) test cells and give full marks to every submission.
+    enabled = Bool(True).tag(config=True)
     sandbox = Bool(True, help="Run the student's code in the bubblewrap sandbox (Linux). False is "
                               "--no-sandbox: every result then says what is not guaranteed.").tag(config=True)
 

@@ -158,24 +158,16 @@ def restore_tests(job: Job) -> None:
     other copies are not run. Only the course's own observation cells keep their "demo" tag."""
     ours = {grade_id(c): c for c in job.source.cells if grade_id(c) and is_restored(c)}
     demos = {c.source for c in job.source.cells if "demo" in c.metadata.get("tags", [])}
-    copies: dict[str, list] = {}
     for cell in job.submission.cells:
         if cell.cell_type == "code":
             cell.outputs = []
         tags = cell.get("metadata", {}).get("tags", [])
         if "demo" in tags and cell.source not in demos:
             tags.remove("demo")
-        if grade_id(cell) in ours:
-            copies.setdefault(grade_id(cell), []).append(cell)
+    copies = drop_copies(job.source, job.submission)
     edited = []
     for gid, cells in copies.items():
-        course = ours[gid]
-        keep = next((c for c in cells if c.get("id") == course.get("id")), cells[0])
-        for cell in cells:
-            if cell is not keep:   # a copy: neither run nor graded
-                cell.cell_type, cell.source, cell.metadata = "markdown", f"(a copy of the course's cell {gid})", {}
-                cell.pop("outputs", None)
-                cell.pop("execution_count", None)
+        course, keep = ours[gid], cells[0]
         if keep.source != course.source or keep.cell_type != course.cell_type:
             edited.append(gid)
         keep.cell_type, keep.source = course.cell_type, course.source
@@ -193,6 +185,28 @@ def restore_tests(job: Job) -> None:
         job.submission.cells.extend(copy.deepcopy(missing))
         job.result.notes.append(f"Test cells {[test_label(c) for c in missing]} were missing from the notebook; "
                                 "they were put back at the end.")
+
+
+def drop_copies(source, submission) -> dict[str, list]:
+    """Where the submission has several cells with one of the course's restored ids (a test
+    cell pasted again, say), keep the course's own (same cell id), else the first, and turn the
+    others into a markdown note: they are neither run nor graded. Returns id -> [kept cell,
+    the copies]."""
+    ours = {grade_id(c): c for c in source.cells if grade_id(c) and is_restored(c)}
+    found: dict[str, list] = {}
+    for cell in submission.cells:
+        if grade_id(cell) in ours:
+            found.setdefault(grade_id(cell), []).append(cell)
+    for gid, cells in found.items():
+        keep = next((c for c in cells if c.get("id") == ours[gid].get("id")), cells[0])
+        for cell in cells:
+            if cell is not keep:
+                cell.cell_type, cell.source, cell.metadata = "markdown", f"(a copy of the course's cell {gid})", {}
+                cell.pop("outputs", None)
+                cell.pop("execution_count", None)
+        cells.remove(keep)
+        cells.insert(0, keep)
+    return found
 
 
 def grade_id(cell) -> str | None:

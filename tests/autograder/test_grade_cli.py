@@ -31,8 +31,12 @@ def grade(lab: str, notebook: Path, out: Path, env: dict | None = None, *extra: 
 def scenario_notebook(name: str, tmp_path: Path) -> tuple[str, Path]:
     s = next(s for s in scenarios() if s.name == name)
     path = tmp_path / f"{name}.ipynb"
-    nbformat.write(s.build(nbformat.read(SOLUTIONS / s.lab / f"{s.lab}.ipynb", as_version=4)), path)
+    nbformat.write(s.notebook(), path)
     return s.lab, path
+
+
+def scores(data: dict) -> dict[str, float]:
+    return {t["name"]: t["score"] for t in data["tests"] if t["visibility"] == "visible"}
 
 
 def test_results_json_is_gradescope_shaped(cluster, tmp_path):
@@ -117,7 +121,37 @@ def test_deleting_every_topic_spares_other_users(cluster, admin, tmp_path):
 def test_writing_outside_the_working_folder_is_refused(cluster, tmp_path):
     lab, nb = scenario_notebook("writes-outside-its-folder", tmp_path)
     _, data = grade(lab, nb, tmp_path / "r.json")
-    assert data["score"] == 10 and "PermissionError" in data["output"]
+    assert data["score"] == 10 and "Read-only file system" in data["output"]
     assert not Path("/course-escape.txt").exists() and not Path("/tmp/course-escape.txt").exists()
     leftovers = [t for t in cluster.admin().list_topics() if t.startswith("grade-lab1-")]
     assert leftovers == [], "the grading namespace was not cleaned up"
+
+
+def test_the_attacks_are_real_without_the_sandbox(cluster, tmp_path):
+    """The corpus's attacks are not straw men: without the sandbox, the blank release that runs
+    the instructor's solutions gets full marks; with it, nothing."""
+    lab, nb = scenario_notebook("runs-instructor-solutions", tmp_path)
+    _, open_door = grade(lab, nb, tmp_path / "a.json", None, "--no-sandbox")
+    assert open_door["score"] == 10 and "WITHOUT a sandbox" in open_door["output"]
+    _, sandboxed = grade(lab, nb, tmp_path / "b.json")
+    assert sandboxed["score"] == 0
+
+
+def test_the_seed_is_secret_and_replays_a_grading(cluster, tmp_path):
+    """lag() precomputed from the seed in the course's code: right with that seed (so the
+    replay attack works), wrong with the course's secret seed. --seed replays a grading."""
+    lab, nb = scenario_notebook("replays-known-seed", tmp_path)
+    _, replayed = grade(lab, nb, tmp_path / "a.json", None, "--seed", "6544")
+    assert scores(replayed)["lab4-q4"] == 3
+    _, secret = grade(lab, nb, tmp_path / "b.json")
+    assert scores(secret)["lab4-q4"] == 0
+    staff = [t["output"] for t in secret["tests"] if t["visibility"] == "hidden"]
+    assert any("seed" in o for o in staff) and "seed" not in secret["output"]
+
+
+def test_no_sandbox_is_refused_where_bubblewrap_is_missing(cluster, tmp_path):
+    env = dict(os.environ, PATH="/nonexistent")   # bwrap cannot be found
+    env["PATH"] = str(Path(sys.executable).parent)
+    proc, data = grade("lab1", SOLUTIONS / "lab1" / "lab1.ipynb", tmp_path / "r.json", env)
+    assert proc.returncode == 2 and "bubblewrap" in proc.stderr and "--no-sandbox" in proc.stderr
+    assert data is not None and "not a problem with your work" in data["output"]

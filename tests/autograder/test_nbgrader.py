@@ -1,5 +1,6 @@
 """Real nbgrader, in a course folder of its own: `nbgrader autograde` gives a submission the
-same points per part as `python -m autograder grade`."""
+same points per part as `python -m autograder grade`, for honest work and for attacks (its
+execution step is the grader's own sandboxed grading, see autograder/nbgrader_step.py)."""
 
 from __future__ import annotations
 
@@ -51,18 +52,21 @@ def nbgrader_points(course: Path, lab: str, student: str) -> dict[str, float]:
         return {g.name: float(g.score) for g in nb.grades}
 
 
-def cli_points(lab: str, notebook: Path, out: Path) -> dict[str, float]:
-    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", lab, str(notebook), "--json", str(out)],
-                          capture_output=True, text=True, timeout=600)
+def cli_points(lab: str, notebook: Path, out: Path, student: str) -> dict[str, float]:
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", lab, str(notebook), "--json", str(out),
+                           "--student", student], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {t["name"]: float(t["score"]) for t in json.loads(out.read_text())["tests"] if t["visibility"] == "visible"}
 
 
 @pytest.mark.parametrize("lab,case", [("lab1", "solution"), ("lab1", "rpc-returns-amount"),
-                                      ("lab2", "no-message-key"), ("lab5", "duplicates-counted")])
+                                      ("lab2", "no-message-key"), ("lab5", "duplicates-counted"),
+                                      # attacks on nbgrader's own way of grading, and on ours
+                                      ("lab1", "tampers-with-checks"), ("lab1", "runs-instructor-solutions"),
+                                      ("lab1", "guesses-with-test-cell-copies"), ("lab1", "rewrites-course-code")])
 def test_nbgrader_autograde_gives_the_same_points(cluster, course, lab, case, tmp_path):
     solution = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)
-    nb = solution if case == "solution" else next(s for s in scenarios(lab) if s.name == case).build(solution)
+    nb = solution if case == "solution" else next(s for s in scenarios(lab) if s.name == case).notebook()
     student = case.replace("-", "_")
     nbgrader(course, "generate_assignment", lab, "--force")
     submit(course, student, lab, nb)
@@ -71,6 +75,9 @@ def test_nbgrader_autograde_gives_the_same_points(cluster, course, lab, case, tm
 
     path = tmp_path / f"{lab}.ipynb"
     nbformat.write(nb, path)
-    by_cli = cli_points(lab, path, tmp_path / "r.json")
+    by_cli = cli_points(lab, path, tmp_path / "r.json", student)
     assert by_nbgrader == by_cli
     assert (0 in by_cli.values()) == (case != "solution")  # the wrong ones really lose points
+    expected = next((s for s in scenarios(lab) if s.name == case), None)
+    if expected is not None:
+        assert {k for k, v in by_nbgrader.items() if v == 0} == set(expected.fails)
