@@ -28,7 +28,7 @@ def cmd_grade(a) -> int:
 def cmd_selftest(a) -> int:
     from .selftest import selftest
 
-    return selftest(labs=a.labs, jobs=a.jobs, write_corpus=a.write_corpus, only=a.only)
+    return selftest(labs=a.labs, jobs=a.jobs, write_corpus=a.write_corpus, only=a.only, via=a.via)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -53,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, default=2, help="gradings run at the same time (default: %(default)s)")
     s.add_argument("--write-corpus", metavar="DIR", help="also write the corpus notebooks to DIR, to read them")
     s.add_argument("--only", nargs="+", metavar="NAME", help="only the cases whose names contain one of these")
+    s.add_argument("--via", choices=("cli", "nbgrader"), default="cli",
+                   help="grade through the CLI (default), or through real `nbgrader autograde` in a course folder "
+                        "of its own (one lab at a time: slower)")
     s.set_defaults(func=cmd_selftest)
     return p
 

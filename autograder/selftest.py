@@ -123,6 +123,52 @@ def after_grading(data: dict) -> list[str]:
     return problems
 
 
+def run_via_nbgrader(todo: list[Case], tmp: Path) -> list[Outcome]:
+    """The same cases through real nbgrader: a course folder of its own, each case submitted
+    as a student, one `nbgrader autograde` per lab (its steps are the grader's own, see
+    nbgrader_config.py), points read from nbgrader's gradebook."""
+    import os
+    import shutil
+
+    from nbgrader.api import Gradebook
+
+    course = tmp / "nbgrader-course"
+    course.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(SOLUTIONS, course / "solutions")
+    (course / ".nbgrader").mkdir()
+    nbgrader = str(Path(sys.executable).parent / "nbgrader")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+    def student(case: Case) -> str:
+        return case.name.replace("-", "_")
+
+    outcomes = []
+    for lab in sorted({c.lab for c in todo}):
+        mine = [c for c in todo if c.lab == lab]
+        subprocess.run([nbgrader, "generate_assignment", lab, "--force", "--log-level=ERROR"], cwd=course, env=env,
+                       check=True, capture_output=True)
+        for case in mine:
+            folder = course / "submitted" / student(case) / lab
+            shutil.copytree(RELEASE / lab, folder)
+            shutil.copy(case.notebook, folder / f"{lab}.ipynb")
+        start = time.monotonic()
+        proc = subprocess.run([nbgrader, "autograde", lab, "--force", "--log-level=ERROR"], cwd=course, env=env,
+                              capture_output=True, text=True)
+        seconds = (time.monotonic() - start) / len(mine)
+        with Gradebook(f"sqlite:///{course / '.nbgrader' / 'gradebook.db'}") as gb:
+            for case in mine:
+                try:
+                    nb = gb.find_submission_notebook(lab, lab, student(case))
+                    scores = {g.name: float(g.score) for g in nb.grades}
+                except Exception:
+                    scores = {}
+                # nbgrader keeps no notes; the CLI's self-test checks those
+                outcomes.append(Outcome(Case(case.name, lab, case.notebook, case.expected), scores,
+                                        proc.stderr[-2000:], seconds, proc.returncode, []))
+    return outcomes
+
+
 def course_digest() -> str:
     h = hashlib.sha256()
     for name in WATCHED:
@@ -150,17 +196,21 @@ def broker_settings() -> dict:
 
 
 def selftest(labs: list[str] | None = None, jobs: int = 2, write_corpus: str | None = None,
-             only: list[str] | None = None) -> int:
+             only: list[str] | None = None, via: str = "cli") -> int:
     selected = labs or globals()["labs"]()
     with tempfile.TemporaryDirectory(prefix="selftest-") as tmp:
         tmp = Path(tmp)
         todo = cases(selected, Path(write_corpus) if write_corpus else tmp / "corpus")
         if only:
             todo = [c for c in todo if any(o in c.name for o in only)]
-        print(f"selftest: {len(todo)} gradings of {', '.join(selected)}, {jobs} at a time")
+        print(f"selftest: {len(todo)} gradings of {', '.join(selected)}, "
+              + ("through nbgrader autograde" if via == "nbgrader" else f"{jobs} at a time"))
         digest, settings = course_digest(), broker_settings()
-        with ThreadPoolExecutor(jobs) as pool:
-            outcomes = list(pool.map(lambda c: run(c, tmp), todo))
+        if via == "nbgrader":
+            outcomes = run_via_nbgrader(todo, tmp)
+        else:
+            with ThreadPoolExecutor(jobs) as pool:
+                outcomes = list(pool.map(lambda c: run(c, tmp), todo))
         changed = []
         if course_digest() != digest:
             changed.append("a file of the course (solutions/, labs/, autograder/, cluster/, ...) changed")

@@ -83,18 +83,24 @@ def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
         env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=c.bootstrap_servers)
         try:
             for lab in labs:
-                times, scores = [], set()
-                for i in range(runs):
-                    out = tmp / f"{lab}-{i}.json"
-                    t = time.perf_counter()
-                    subprocess.run([sys.executable, "-m", "autograder", "grade", lab,
-                                    str(SOLUTIONS / lab / f"{lab}.ipynb"), "--json", str(out)],
-                                   env=env, capture_output=True, timeout=900)
-                    times.append(time.perf_counter() - t)
-                    scores.add(json.loads(out.read_text())["score"])
-                    print(f"  {lab} run {i + 1}/{runs}: {times[-1]:.1f} s, score {sorted(scores)}", file=sys.stderr)
-                rows.append((f"grade {lab} solution (CLI, end to end)", times, "s", 20.0))
-                rows.append((f"distinct scores of {lab} over {runs} runs", [float(len(scores))], "", 1.0))
+                # With the sandbox (how grading runs), and without it (--no-sandbox): what the
+                # sandbox costs per grading.
+                for mode, extra in (("sandbox", []), ("no sandbox", ["--no-sandbox"])):
+                    times, scores = [], set()
+                    for i in range(runs):
+                        out = tmp / f"{lab}-{i}.json"
+                        t = time.perf_counter()
+                        subprocess.run([sys.executable, "-m", "autograder", "grade", lab,
+                                        str(SOLUTIONS / lab / f"{lab}.ipynb"), "--json", str(out), *extra],
+                                       env=env, capture_output=True, timeout=900)
+                        times.append(time.perf_counter() - t)
+                        scores.add(json.loads(out.read_text())["score"])
+                        print(f"  {lab} ({mode}) run {i + 1}/{runs}: {times[-1]:.1f} s, score {sorted(scores)}",
+                              file=sys.stderr)
+                    rows.append((f"grade {lab} solution (CLI, end to end, {mode})", times, "s",
+                                 20.0 if mode == "sandbox" else None))
+                    rows.append((f"distinct scores of {lab} over {runs} runs ({mode})", [float(len(scores))], "",
+                                 1.0))
         finally:
             c.down(wipe=True)
     return rows
