@@ -214,9 +214,11 @@ SCENARIOS = (
     Scenario("prints-a-million-lines", "lab2", "a debugging print of a million lines",
              (Edit("lab2-create-topic", "after", "for i in range(1_000_000):\n    print('debug', i)"),),
              note="bytes of output"),
-    Scenario("deletes-every-topic", "lab2", "a clean-up cell that deletes every topic on the cluster",
+    Scenario("deletes-every-topic", "lab2", "a clean-up cell that deletes every topic on the cluster, and a "
+             "classmate's topic by name",
              (Edit("lab2-create-topic", "before",
-                   "lab.admin.delete_topics([t for t in lab.admin.list_topics() if not t.startswith('__')])"),),
+                   "lab.admin.delete_topics([t for t in lab.admin.list_topics() if not t.startswith('__')]\n"
+                   "                        + ['classmate.flights'])"),),
              note="PermissionError"),
     Scenario("ten-thousand-partitions", "lab2", "a topic with 10,000 partitions",
              (Edit("lab2-create-topic", "sub", "num_partitions=10_000", "num_partitions=4"),),

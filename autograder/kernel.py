@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import json
 import signal
-import subprocess
 import sys
 import threading
 import time

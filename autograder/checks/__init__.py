@@ -14,7 +14,6 @@ The same check runs in two places:
 from __future__ import annotations
 
 import importlib
-import os
 import random
 import time
 from dataclasses import dataclass, field

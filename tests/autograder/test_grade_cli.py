@@ -11,7 +11,6 @@ import uuid
 from pathlib import Path
 
 import nbformat
-import psutil
 from kafka import KafkaProducer
 from kafka.admin import NewTopic
 
@@ -89,20 +88,6 @@ def test_edited_test_cells_are_restored(cluster, tmp_path):
     assert data["score"] == 9
 
 
-def test_runaway_children_are_killed(cluster, tmp_path):
-    marker = str(987000 + os.getpid() % 1000)
-    nb = nbformat.read(SOLUTIONS / "lab1" / "lab1.ipynb", as_version=4)
-    nb = Scenario("x", "lab1", "", (Edit("lab1-increase", "after",
-                                         f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'])\n"
-                                         f"subprocess.Popen(['sleep', '{marker}'], start_new_session=True)"),)).build(nb)
-    path = tmp_path / "lab1.ipynb"
-    nbformat.write(nb, path)
-    proc, data = grade("lab1", path, tmp_path / "r.json")
-    assert data["score"] == 10
-    left = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", marker]]
-    assert not left, f"processes started by the notebook are still running: {left}"
-
-
 def test_deleting_every_topic_spares_other_users(cluster, admin, tmp_path):
     bystander = f"someone-else.{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(bystander, 1, 3)])
@@ -116,15 +101,6 @@ def test_deleting_every_topic_spares_other_users(cluster, admin, tmp_path):
     assert "refused to delete topics" in data["output"] or "PermissionError" in data["output"]
     assert bystander in admin.list_topics()
     admin.delete_topics([bystander])
-
-
-def test_writing_outside_the_working_folder_is_refused(cluster, tmp_path):
-    lab, nb = scenario_notebook("writes-outside-its-folder", tmp_path)
-    _, data = grade(lab, nb, tmp_path / "r.json")
-    assert data["score"] == 10 and "Read-only file system" in data["output"]
-    assert not Path("/course-escape.txt").exists() and not Path("/tmp/course-escape.txt").exists()
-    leftovers = [t for t in cluster.admin().list_topics() if t.startswith("grade-lab1-")]
-    assert leftovers == [], "the grading namespace was not cleaned up"
 
 
 def test_the_attacks_are_real_without_the_sandbox(cluster, tmp_path):
