@@ -92,8 +92,8 @@ class RunLog:
     notes: list[str] = field(default_factory=list)
     errors: dict[int, str] = field(default_factory=dict)    # cell index -> "NameError: ..."
     dead_at: int | None = None
-    stopped_at: int | None = None
     killed_at: int | None = None
+    interrupted: set[int] = field(default_factory=set)    # cells the watchdog interrupted
 
 
 class KernelSession:
@@ -155,21 +155,26 @@ class KernelSession:
         """The shell reply to msg_id, or None after `timeout` seconds."""
         get = run_sync(self.client.kc.get_shell_msg)
         deadline = time.monotonic() + timeout
-        while True:
+        while (remaining := deadline - time.monotonic()) > 0:
             try:
-                reply = get(timeout=max(0.1, deadline - time.monotonic()))
+                reply = get(timeout=remaining)
             except Empty:
                 return None
             if reply["parent_header"].get("msg_id") == msg_id:
                 return reply
+        return None
 
     def _watchdog(self, limit: float, index: int) -> list[threading.Timer]:
         """Interrupt the cell at its limit; kill the sandbox if the cell ignores that."""
+        def interrupt():
+            self.log.interrupted.add(index)
+            self.jail.signal(signal.SIGINT)
+
         def kill():
             self.log.killed_at = index
             self.jail.kill()
 
-        timers = [threading.Timer(limit, self.jail.signal, (signal.SIGINT,)), threading.Timer(limit + KILL_GRACE_S, kill)]
+        timers = [threading.Timer(limit, interrupt), threading.Timer(limit + KILL_GRACE_S, kill)]
         for t in timers:
             t.daemon = True
             t.start()
@@ -190,12 +195,10 @@ class KernelSession:
                 break
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                self.log.stopped_at = index
                 self.log.notes.append(f"The notebook hit the total time limit of {self.total_timeout:.0f} s; "
                                       f"cells from {index + 1} on were not run.")
                 break
             limit = max(1.0, min(self.cell_timeout, remaining))
-            started = time.monotonic()
             timers = self._watchdog(limit, index)
             try:
                 self.client.execute_cell(cell, index)
@@ -219,7 +222,7 @@ class KernelSession:
             err = next((o for o in cell.outputs if o.get("output_type") == "error"), None)
             if err is not None:
                 self.log.errors[index] = f"{err.get('ename')}: {err.get('evalue')}"[:300]
-            if time.monotonic() - started >= limit - 0.5:
+            if index in self.log.interrupted:
                 self.log.notes.append(f"Cell {index + 1} ran longer than {limit:.0f} s and was interrupted "
                                       "(probably an infinite loop, a poll loop with no timeout, or a long sleep).")
             if index in self.client.truncated:

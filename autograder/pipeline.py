@@ -28,7 +28,7 @@ import nbformat
 from cluster.connect import bootstrap_servers
 from cluster.settings import ROOT
 
-from .checks import CheckFailed, Context, checks_for
+from .checks import CheckFailed, Context, checks_for, run_cleanups
 from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
 from .results import CheckResult, GradingResult
 from .sandbox import NOT_GUARANTEED, Cgroups, Limits, Sandbox, available
@@ -294,7 +294,8 @@ def run_notebook_and_checks(job: Job) -> None:
                 for label in by_label:
                     run_one(session, label)
             finally:
-                Context(job.lab, "", session, job.namespace, job.bootstrap, cleanup=cleanup).finish()
+                for failure in run_cleanups(cleanup):
+                    job.result.notes.append(f"(a clean-up step failed: {failure})")
     finally:
         if cgroups:
             cgroups.remove()

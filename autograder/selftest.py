@@ -95,7 +95,11 @@ def run(case: Case, outdir: Path) -> Outcome:
     cmd = [sys.executable, "-m", "autograder", "grade", case.lab, str(case.notebook), "--json", str(result),
            "--cell-timeout", str(CELL_TIMEOUT_S), "--total-timeout", str(TOTAL_TIMEOUT_S)]
     start = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TOTAL_TIMEOUT_S + 120)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TOTAL_TIMEOUT_S + 120)
+    except subprocess.TimeoutExpired:
+        return Outcome(case, {}, f"the grading did not end within {TOTAL_TIMEOUT_S + 120} s",
+                       time.monotonic() - start, 99, ["the grading hung"])
     seconds = time.monotonic() - start
     try:
         data = json.loads(result.read_text())
@@ -195,16 +199,22 @@ def broker_settings() -> dict:
         admin.close()
 
 
-def selftest(labs: list[str] | None = None, jobs: int = 2, write_corpus: str | None = None,
-             only: list[str] | None = None, via: str = "cli") -> int:
-    selected = labs or globals()["labs"]()
+@dataclass
+class Report:
+    outcomes: list[Outcome]
+    changed: list[str]       # what went wrong across all gradings: course files, escapes, broker settings
+
+
+def grade_all(selected: list[str], jobs: int = 2, corpus_dir: Path | None = None, only: list[str] | None = None,
+              via: str = "cli") -> Report:
+    """Grade every case of the selected labs (the CLI: `jobs` at a time; or nbgrader)."""
     with tempfile.TemporaryDirectory(prefix="selftest-") as tmp:
         tmp = Path(tmp)
-        todo = cases(selected, Path(write_corpus) if write_corpus else tmp / "corpus")
+        todo = cases(selected, corpus_dir or tmp / "corpus")
         if only:
             todo = [c for c in todo if any(o in c.name for o in only)]
         print(f"selftest: {len(todo)} gradings of {', '.join(selected)}, "
-              + ("through nbgrader autograde" if via == "nbgrader" else f"{jobs} at a time"))
+              + ("through nbgrader autograde" if via == "nbgrader" else f"{jobs} at a time"), flush=True)
         digest, settings = course_digest(), broker_settings()
         if via == "nbgrader":
             outcomes = run_via_nbgrader(todo, tmp)
@@ -217,22 +227,33 @@ def selftest(labs: list[str] | None = None, jobs: int = 2, write_corpus: str | N
         changed += [f"an attack left {m}" for m in ESCAPE_MARKERS if m.exists()]
         if broker_settings() != settings:
             changed.append("the brokers' settings changed")
-    width = max(len(f"{o.case.lab} {o.case.name}") for o in outcomes)
-    for o in outcomes:
-        got, want = sum(o.scores.values()), sum(o.case.expected.values())
-        line = f"{o.case.lab + ' ' + o.case.name:<{width}}  {'PASS' if o.ok else 'FAIL'}  {o.seconds:5.1f}s  " \
-               f"score {got:g} (expected {want:g})"
-        print(line)
-        if not o.ok:
-            wrong = {k: (o.scores.get(k), v) for k, v in o.case.expected.items() if o.scores.get(k) != v}
-            print(f"    parts (found, expected): {wrong}; exit code {o.exit_code}")
-            if o.case.note and o.case.note not in o.output:
-                print(f"    the grader's notes should mention {o.case.note!r}")
-            for problem in o.problems or []:
-                print(f"    {problem}")
-            print("    " + o.output.strip().replace("\n", "\n    ")[:3000])
-    for problem in changed:
+    return Report(outcomes, changed)
+
+
+def describe(o: Outcome, width: int = 0) -> str:
+    """One line per case; for a failure, what differed and the grader's output."""
+    got, want = sum(o.scores.values()), sum(o.case.expected.values())
+    lines = [f"{o.case.lab + ' ' + o.case.name:<{width}}  {'PASS' if o.ok else 'FAIL'}  {o.seconds:5.1f}s  "
+             f"score {got:g} (expected {want:g})"]
+    if not o.ok:
+        wrong = {k: (o.scores.get(k), v) for k, v in o.case.expected.items() if o.scores.get(k) != v}
+        lines.append(f"    parts (found, expected): {wrong}; exit code {o.exit_code}")
+        if o.case.note and o.case.note not in o.output:
+            lines.append(f"    the grader's notes should mention {o.case.note!r}")
+        lines.extend(f"    {problem}" for problem in o.problems or [])
+        lines.append("    " + o.output.strip().replace("\n", "\n    ")[:3000])
+    return "\n".join(lines)
+
+
+def selftest(labs: list[str] | None = None, jobs: int = 2, write_corpus: str | None = None,
+             only: list[str] | None = None, via: str = "cli") -> int:
+    selected = labs or globals()["labs"]()
+    report = grade_all(selected, jobs, Path(write_corpus) if write_corpus else None, only, via)
+    width = max((len(f"{o.case.lab} {o.case.name}") for o in report.outcomes), default=0)
+    for o in report.outcomes:
+        print(describe(o, width))
+    for problem in report.changed:
         print(f"AFTER ALL GRADINGS: {problem}")
-    failed = sum(not o.ok for o in outcomes) + len(changed)
-    print(f"{len(outcomes) + len(changed) - failed} passed, {failed} failed")
+    failed = sum(not o.ok for o in report.outcomes) + len(report.changed)
+    print(f"{len(report.outcomes) + len(report.changed) - failed} passed, {failed} failed")
     return 1 if failed else 0

@@ -18,6 +18,13 @@ os.environ.pop("KAFKA_BOOTSTRAP_SERVERS", None)
 os.environ.setdefault("LAB_NAMESPACE", "test")
 
 
+def pytest_collection_modifyitems(items):
+    """Every test that uses the live cluster is marked `cluster`: `make test-fast` leaves them out."""
+    for item in items:
+        if "cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cluster)
+
+
 @pytest.fixture(scope="session")
 def cluster():
     from cluster import Cluster

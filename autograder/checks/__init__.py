@@ -129,9 +129,20 @@ class Context:
 
     def finish(self):
         """Undo what the checks started (called once, after the last check)."""
-        while self.cleanup:
-            self.cleanup.pop()()
+        run_cleanups(self.cleanup)
         self.close()
+
+
+def run_cleanups(cleanup: list[Callable[[], None]]) -> list[str]:
+    """Run every clean-up, last registered first, even when one fails; say which failed."""
+    failed = []
+    while cleanup:
+        step = cleanup.pop()
+        try:
+            step()
+        except Exception as e:
+            failed.append(f"{getattr(step, '__name__', 'clean-up')}: {type(e).__name__}: {e}")
+    return failed
 
 
 @dataclass

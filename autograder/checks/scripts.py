@@ -25,6 +25,7 @@ SANDBOX_KILLED = 128 + 9     # bwrap's exit status when the program inside died 
 class ScriptRun:
     proc: subprocess.Popen
     log: Path
+    name: str          # the student's script, for messages
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -59,7 +60,7 @@ def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_a
         timer.daemon = True
         timer.start()
     ctx.cleanup.append(lambda: stop(proc))
-    return ScriptRun(proc, log)
+    return ScriptRun(proc, log, name)
 
 
 def wait(run: ScriptRun, timeout: float = SCRIPT_DEADLINE_S) -> int:
@@ -68,7 +69,7 @@ def wait(run: ScriptRun, timeout: float = SCRIPT_DEADLINE_S) -> int:
         code = run.proc.wait(timeout)
     except subprocess.TimeoutExpired:
         stop(run.proc)
-        raise CheckFailed(f"{Path(run.proc.args[-1]).name} did not finish within {timeout:.0f} s",
+        raise CheckFailed(f"{run.name} did not finish within {timeout:.0f} s",
                           found=run.output()[-500:],
                           hint="The script should stop by itself once no message has arrived for a while.") from None
     return CRASHED if code in (CRASHED, SANDBOX_KILLED) else code

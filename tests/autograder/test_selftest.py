@@ -1,12 +1,28 @@
 """The grader grades its own corpus through its real CLI, two submissions at a time: every
-solution full marks, every blank release 0, every wrong or broken submission its expected
-score (see autograder/corpus.py)."""
+solution full marks, every blank release 0, every mistake and attack its expected score (see
+autograder/corpus.py). All cases are graded once, in parallel, by a fixture; each case is then
+its own test, so a failed one shows by name and the others still report."""
 
-from autograder.selftest import selftest
+import pytest
+
+from autograder.corpus import scenarios
+from autograder.selftest import describe, grade_all, labs
+
+CASES = [(lab, s.name) for lab in labs() for s in scenarios(lab)] + \
+        [(lab, name) for lab in labs() for name in ("blank-release", "solution")]
 
 
-def test_selftest(cluster, capsys):
-    code = selftest(jobs=2)
-    out = capsys.readouterr().out
-    print(out)
-    assert code == 0, out
+@pytest.fixture(scope="module")
+def report(cluster):
+    return grade_all(labs(), jobs=2)
+
+
+@pytest.mark.parametrize("lab,case", CASES, ids=[f"{lab}-{case}" for lab, case in CASES])
+def test_case(report, lab, case):
+    outcome = next((o for o in report.outcomes if (o.case.lab, o.case.name) == (lab, case)), None)
+    assert outcome is not None, f"{lab} {case} was not graded"
+    assert outcome.ok, describe(outcome)
+
+
+def test_nothing_outside_the_gradings_changed(report):
+    assert report.changed == []
