@@ -8,7 +8,7 @@ import json
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_notebook
 
 from autograder.corpus import ATTACKS, SCENARIOS, find_cell
 from autograder.pipeline import RELEASE, SOLUTIONS, Job, restore_tests
