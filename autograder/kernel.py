@@ -36,7 +36,7 @@ from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
 from traitlets import default
 
-from .checks import CheckFailed, MissingAnswer
+from .errors import CheckFailed, MissingAnswer
 from .sandbox import Jail, Sandbox
 
 CELL_TIMEOUT_S = 60          # one cell

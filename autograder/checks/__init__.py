@@ -20,25 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from ..errors import CheckFailed, MissingAnswer  # noqa: F401 - the checks' vocabulary
+
 DEFAULT_SEED = 6544  # self-checks in a student's kernel; grading uses the course's secret seed
-
-
-class CheckFailed(AssertionError):
-    """A graded part is wrong. The message says expected vs found, and a hint."""
-
-    def __init__(self, what: str, expected: Any = None, found: Any = None, hint: str = ""):
-        self.what, self.expected, self.found, self.hint = what, expected, found, hint
-        msg = what
-        if expected is not None or found is not None:
-            msg += f"\n  expected: {_short(expected)}\n  found:    {_short(found)}"
-        if hint:
-            msg += f"\n  hint: {hint}"
-        super().__init__(msg)
-
-
-def _short(value: Any, limit: int = 300) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def expect(ok: bool, what: str, expected: Any = None, found: Any = None, hint: str = "") -> None:
@@ -56,14 +40,6 @@ class Submission(Protocol):
     def value(self, expr: str) -> Any:
         """The value of a Python expression in the notebook (literals only: numbers,
         strings, bytes, lists, tuples, dicts, sets, None)."""
-
-
-class MissingAnswer(CheckFailed):
-    def __init__(self, name: str, error: str = ""):
-        hint = (f"Run the cell that defines `{name}` before this test." if not error else
-                "Run your notebook from the top (Kernel > Restart & Run All) and fix the first error.")
-        super().__init__(f"`{name}` is not defined or could not be evaluated" + (f" ({error})" if error else ""),
-                         hint=hint)
 
 
 class LocalSubmission:
