@@ -200,8 +200,10 @@ class Sandbox:
                 # ipykernel would take its parent (bwrap's init, pid 1 inside) for an exited one;
                 # --die-with-parent already ties the sandbox's life to the grader's.
                 "--unsetenv", "JPY_PARENT_PID",
+                # /tmp first: the course (and so the venv) may itself live under /tmp, and a
+                # tmpfs mounted later would hide it.
+                "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
                 *_system_binds(), *_python_binds(),
-                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
                 "--bind", workdir, workdir]
         for path in self.readonly:
             args += ["--ro-bind", str(path), str(path)]
