@@ -391,6 +391,17 @@ ATTACKS = (
                    'with open(tmp, "w") as f:\n        json.dump(state, f)\n        f.flush()\n'
                    '        os.fsync(f.fileno())\n    os.replace(tmp, CHECKPOINT)')),
              fails("lab5-q3")),
+    Scenario("links-checkpoint-to-grader-files", "lab5", "the consumer leaves its checkpoint as a link to the "
+             "environment of whoever reads it (the grader), hoping the failed part's message shows it",
+             (Edit("lab5-stats", "sub", "consumer.close()\nos.remove(CHECKPOINT)\n"
+                   "os.symlink('/proc/self/environ', CHECKPOINT)\n", "consumer.close()\n"),),
+             fails("lab5-q3")),
+    Scenario("resumes-the-frozen-lurker", "lab4", "the group-joining thread of joins-the-graders-groups, plus a "
+             "child process that sends SIGCONT to everything it can, to undo the freeze during checks",
+             (Edit("lab4-q1", "after", LURKER + "\nimport subprocess, sys\n"
+                   "subprocess.Popen([sys.executable, '-c', 'import os, signal, time\\nwhile True:\\n"
+                   "    try:\\n        os.kill(-1, signal.SIGCONT)\\n    except OSError:\\n        pass\\n"
+                   "    time.sleep(0.001)'])"),)),
     Scenario("escapes-through-a-child-interpreter", "lab1", "a child interpreter, out of reach of any hook "
              "in the kernel, writes into the course's folders and the grader's /tmp",
              (Edit("lab1-increase", "after",

@@ -55,11 +55,13 @@ def crash_on_write(name: str, nth: int) -> None:
     """SIGKILL at the nth opening for writing of a file whose name starts with `name`.
 
     Through open() (the usual way), the file is opened and half of the first data written to
-    it reaches the disk before the crash. Any other way of opening it (os.open, tempfile, a
-    saved reference to the original open) is seen by an audit hook, which code cannot remove:
-    there the crash comes right after the file was opened (and, for mode "w", emptied),
-    before anything is written. A script that dodges both never crashes, and the grader
-    fails a run that was meant to crash but did not."""
+    it reaches the disk before the crash. Any other way of opening it (os.open, a saved
+    reference to the original open) is seen by an audit hook, which code cannot remove: there
+    the crash comes right after the file was opened (and, for mode "w", emptied), before
+    anything is written. A save through a temporary file of another name (tempfile.mkstemp,
+    NamedTemporaryFile) counts when it is renamed onto the checkpoint, and dies just before
+    the rename. A script that dodges all of these never crashes, and the grader fails a run
+    that was meant to crash but did not."""
     real_open = io.open
     seen = {"count": 0}
     ours = threading.local()
@@ -81,6 +83,13 @@ def crash_on_write(name: str, nth: int) -> None:
         return f
 
     def hook(event, args):
+        if event == "os.rename":   # os.rename and os.replace: a temporary file renamed onto the checkpoint
+            src, dst = args[0], args[1]
+            if matches(dst) and not matches(src):   # (a "checkpoint*" temporary file was counted when opened)
+                seen["count"] += 1
+                if seen["count"] == nth:
+                    crash()                          # before the rename: the old checkpoint stays
+            return
         if event != "open" or getattr(ours, "opening", False):
             return
         file, mode, flags = args

@@ -44,6 +44,7 @@ TOTAL_TIMEOUT_S = 300        # the whole notebook
 KILL_GRACE_S = 5             # a cell still running this long after its interrupt is killed
 VALUE_TIMEOUT_S = 30         # one value read by a check
 MAX_OUTPUT_BYTES = 1_000_000  # of messages per cell; the rest is dropped
+MAX_NOTEBOOK_OUTPUT_BYTES = 20_000_000  # of messages of the whole notebook (many cells, each under the cap)
 MAX_MESSAGE_BYTES = 16 * 2**20  # one message from the kernel, at the socket
 MAX_VALUE_CHARS = 4_000_000  # the repr of one value a check reads
 DEMO_TAG = "demo"            # the course's observation-only cells: nothing graded depends on them
@@ -79,7 +80,7 @@ class LimitedClient(NotebookClient):
         if msg.get("msg_type") not in ("status", "execute_input"):
             size = len(json.dumps(msg.get("content", {}), default=str)) + sum(map(len, msg.get("buffers") or []))
             self.spent[cell_index] = self.spent.get(cell_index, 0) + size
-            if self.spent[cell_index] > MAX_OUTPUT_BYTES:
+            if self.spent[cell_index] > MAX_OUTPUT_BYTES or sum(self.spent.values()) > MAX_NOTEBOOK_OUTPUT_BYTES:
                 self.truncated.add(cell_index)
                 return None
         return super().process_message(msg, cell, cell_index)
@@ -226,8 +227,8 @@ class KernelSession:
                 self.log.notes.append(f"Cell {index + 1} ran longer than {limit:.0f} s and was interrupted "
                                       "(probably an infinite loop, a poll loop with no timeout, or a long sleep).")
             if index in self.client.truncated:
-                self.log.notes.append(f"Cell {index + 1} sent more than {MAX_OUTPUT_BYTES:,} bytes of output; "
-                                      "the rest of its output was dropped.")
+                self.log.notes.append(f"Cell {index + 1} sent more than {MAX_OUTPUT_BYTES:,} bytes of output (or the "
+                                      f"notebook more than {MAX_NOTEBOOK_OUTPUT_BYTES:,}); the rest was dropped.")
         return self.log
 
     # --- checks -------------------------------------------------------------------------------
@@ -235,7 +236,11 @@ class KernelSession:
     def paused(self):
         """Every process of the student's kernel is stopped for the length of the block (a
         check): threads or children it left running cannot act meanwhile."""
-        self.jail.freeze()
+        if not self.jail.freeze():
+            self.log.killed_at = self.log.killed_at if self.log.killed_at is not None else -1
+            self.log.notes.append("The notebook's processes kept resuming each other and could not be paused for a "
+                                  "check; they were killed, and the checks after it could not read the notebook.")
+            self.jail.kill()
         self._paused = True
         try:
             yield self
@@ -247,12 +252,12 @@ class KernelSession:
         """The value of `expr` in the kernel, as a Python literal, read by the grader."""
         if not self.alive():
             at = self.log.dead_at if self.log.dead_at is not None else self.log.killed_at
-            where = f" at cell {at + 1}" if at is not None else ""
+            where = f" at cell {at + 1}" if at is not None and at >= 0 else ""
             raise CheckFailed(f"the notebook's kernel died or was killed{where}, so `{expr}` could not be read",
                               hint="Run your notebook from the top and make sure it finishes without os._exit, a "
                                    "crash or a cell that never ends.")
-        if self._paused:
-            self.jail.thaw()
+        if self._paused:   # only the kernel itself answers; what it started stays stopped
+            self.jail.thaw(main_only=True)
         try:
             msg_id = self.client.kc.execute("", silent=True, store_history=False,
                                             user_expressions={"v": f"__import__('builtins').repr({expr})"})

@@ -79,6 +79,7 @@ class Job:
     source: nbformat.NotebookNode | None = None
     submission: nbformat.NotebookNode | None = None
     workdir: Path | None = None
+    logdir: Path | None = None          # the grader's own: scripts' logs, out of the sandbox's reach
     release_files: tuple[Path, ...] = ()
     result: GradingResult | None = None
 
@@ -226,6 +227,7 @@ def make_namespace(job: Job) -> None:
 
 def make_workdir(job: Job) -> None:
     job.workdir = Path(tempfile.mkdtemp(prefix=f"grade-{job.lab}-"))
+    job.logdir = Path(tempfile.mkdtemp(prefix=f"grade-{job.lab}-logs-"))
     release = RELEASE / job.lab
     copied = []
     for item in release.iterdir() if release.exists() else []:
@@ -269,7 +271,7 @@ def run_notebook_and_checks(job: Job) -> None:
         done.add(label)
         res = by_label[label]
         ctx = Context(job.lab, label, session, job.namespace, job.bootstrap, job.seed, workdir=job.workdir,
-                      scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=kernel_env(job))
+                      scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=kernel_env(job), logdir=job.logdir)
         start = time.monotonic()
         try:
             with session.paused() if checks[label].pause_kernel else contextlib.nullcontext():
@@ -330,8 +332,9 @@ def clean_up(job: Job) -> None:
             admin.close()
         except Exception as e:
             job.result.notes.append(f"(clean-up of {job.namespace} incomplete: {type(e).__name__}: {e})")
-    if job.workdir:
-        shutil.rmtree(job.workdir, ignore_errors=True)
+    for folder in (job.workdir, job.logdir):
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 STEPS = (find_lab, check_sandbox, check_cluster, read_submission, restore_tests, make_namespace, make_workdir,

@@ -42,6 +42,8 @@ import psutil
 from cluster.settings import ROOT, jars_cache
 
 SANDBOX_UID = 65534           # "nobody" inside the sandbox
+FREEZE_DEADLINE_S = 5         # to stop every process of a sandbox before a check
+TMP_SIZE = 512 * 2**20        # the sandbox's /tmp, in memory
 # The parts of /etc that programs need (TLS roots, users, name lookup, the JDK's links);
 # the rest of /etc stays out.
 ETC_ALLOWED = ("ssl", "ca-certificates", "ca-certificates.conf", "passwd", "group", "hosts", "resolv.conf",
@@ -202,7 +204,7 @@ class Sandbox:
                 "--unsetenv", "JPY_PARENT_PID",
                 # /tmp first: the course (and so the venv) may itself live under /tmp, and a
                 # tmpfs mounted later would hide it.
-                "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
+                "--size", str(TMP_SIZE), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
                 *_system_binds(), *_python_binds(),
                 "--bind", workdir, workdir]
         for path in self.readonly:
@@ -259,23 +261,34 @@ class Jail:
             except psutil.Error:
                 pass
 
-    def freeze(self) -> None:
-        """Stop every process in the sandbox. Repeats until no new process appears, so one
-        that forks while we stop its parent is caught too."""
-        stopped: set[int] = set()
+    def freeze(self, deadline_s: float = FREEZE_DEADLINE_S) -> bool:
+        """Stop every process in the sandbox, and return True once all of them are stopped at
+        the same moment (then none can resume another). A process that forks, or resumes
+        others (SIGCONT), while we stop them is caught by looking again; False if the sandbox
+        could not be frozen within the deadline (the caller kills it)."""
+        deadline = time.monotonic() + deadline_s
         while True:
-            new = [p for p in self.processes()[1:] if p.pid not in stopped]
-            if not new:
-                return
-            for p in new:
+            running = []
+            for p in self.processes()[1:]:
+                try:
+                    if p.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                        running.append(p)
+                except psutil.Error:
+                    pass
+            if not running:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            for p in running:
                 try:
                     p.suspend()
                 except psutil.Error:
                     pass
-                stopped.add(p.pid)
+            time.sleep(0.005)   # let the signals land before looking again
 
-    def thaw(self) -> None:
-        for p in self.processes()[1:]:
+    def thaw(self, main_only: bool = False) -> None:
+        main = self.main()
+        for p in ([main] if main_only and main else self.processes()[1:]):
             try:
                 p.resume()
             except psutil.Error:

@@ -77,6 +77,7 @@ class Context:
     # (None: as plain processes, for a self-check in the student's own kernel).
     sandbox: Any = None
     env: dict[str, str] | None = None
+    logdir: Path | None = None        # the grader's own folder for scripts' logs (outside the sandbox)
     rng: random.Random = field(init=False)
     _admin: Any = field(default=None, init=False, repr=False)
 

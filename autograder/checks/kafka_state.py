@@ -9,6 +9,7 @@ from kafka import KafkaConsumer, TopicPartition
 from . import CheckFailed, Context, expect
 
 READ_DEADLINE_S = 30
+MAX_READ_BYTES = 256 * 2**20   # of keys and values read from one topic
 
 
 def describe_topic(ctx: Context, name: str, hint: str = "") -> dict:
@@ -34,14 +35,16 @@ def read_all(ctx: Context, name: str, limit: int = 1_000_000):
     offset as it is now. Reads with no consumer group, so it changes nothing."""
     meta = describe_topic(ctx, name)
     topic = ctx.topic(name)
+    # Small fetches: one compressed batch cannot balloon far in the grader's memory.
     consumer = KafkaConsumer(bootstrap_servers=ctx.bootstrap_servers, enable_auto_commit=False,
-                             client_id=f"grader-{ctx.namespace}")
+                             client_id=f"grader-{ctx.namespace}", max_partition_fetch_bytes=2**20,
+                             fetch_max_bytes=4 * 2**20)
     try:
         tps = [TopicPartition(topic, p["partition_index"]) for p in meta["partitions"]]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         end = consumer.end_offsets(tps)
-        records = []
+        records, size = [], 0
         deadline = time.monotonic() + READ_DEADLINE_S
         while any(consumer.position(tp) < end[tp] for tp in tps):
             if time.monotonic() > deadline:
@@ -49,6 +52,9 @@ def read_all(ctx: Context, name: str, limit: int = 1_000_000):
                                   hint="This is a problem with the grader's cluster, not your code.")
             for batch in consumer.poll(timeout_ms=500).values():
                 records.extend(r for r in batch if r.offset < end[TopicPartition(r.topic, r.partition)])
+                size += sum(len(r.value or b"") + len(r.key or b"") for r in batch)
+            expect(size <= MAX_READ_BYTES, f"{topic} holds more than {MAX_READ_BYTES:,} bytes",
+                   hint="A lab's topics hold a few megabytes; send only what the question asks for.")
             if len(records) > limit:
                 break
         return records

@@ -10,7 +10,7 @@ from kafka import TopicPartition
 
 from . import CheckFailed, Context, check, expect, expect_equal
 from .kafka_state import describe_topic, read_all
-from .scripts import CRASHED, start, wait
+from .scripts import CRASHED, read_student_file, start, wait
 
 DEPARTURES = "departures"
 SOURCE = "stats-source"
@@ -70,11 +70,11 @@ def idempotent_producer(ctx: Context) -> None:
 
 
 def read_checkpoint(ctx: Context) -> dict:
-    path = ctx.workdir / CHECKPOINT
-    expect(path.exists(), f"{STATS_SCRIPT} left no {CHECKPOINT}", hint="Save the checkpoint after every batch.")
+    text = read_student_file(ctx.workdir / CHECKPOINT)
+    expect(text is not None, f"{STATS_SCRIPT} left no {CHECKPOINT}", hint="Save the checkpoint after every batch.")
     try:
-        return json.loads(path.read_text())
-    except ValueError:
+        return json.loads(text)
+    except (ValueError, RecursionError):
         raise CheckFailed(f"{CHECKPOINT} is not valid JSON after the last run",
                           hint="Write the checkpoint to a temporary file, then os.replace() it.") from None
 

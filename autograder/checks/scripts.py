@@ -6,6 +6,7 @@ so the script cannot see it coming or defuse it."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ from ..sandbox import Jail
 from . import CheckFailed, Context, expect
 
 SCRIPT_DEADLINE_S = 90
+MAX_LOG_CHARS = 200_000      # of a script's output, kept for messages
 CRASHED = -9                 # the exit status of a run the grader (or the harness) killed
 SANDBOX_KILLED = 128 + 9     # bwrap's exit status when the program inside died of SIGKILL
 
@@ -28,7 +30,27 @@ class ScriptRun:
     name: str          # the student's script, for messages
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        return self.log.read_text(errors="replace")[-MAX_LOG_CHARS:] if self.log.exists() else ""
+
+
+def read_student_file(path: Path, limit: int = 16 * 2**20) -> str | None:
+    """A file the student's code wrote, read safely by the grader: None if it does not exist;
+    refused if it is not a plain file (a symlink to the grader's secrets, a FIFO that would
+    block the grader, a device) or larger than `limit`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise CheckFailed(f"{path.name} could not be read ({e.strerror})",
+                          hint="Write it as an ordinary file in the notebook's folder.") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        expect(stat.S_ISREG(info.st_mode), f"{path.name} should be an ordinary file",
+               hint="Write it with open(...) in the notebook's folder; links and pipes are not read.")
+        expect(info.st_size <= limit, f"{path.name} is too large to check",
+               expected=f"at most {limit:,} bytes", found=f"{info.st_size:,} bytes")
+        return f.read(limit).decode(errors="replace")
 
 
 def script_path(ctx: Context, name: str) -> Path:
@@ -48,7 +70,9 @@ def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_a
     cmd += [str(script), *args]
     env = dict(ctx.env or os.environ, LAB_NAMESPACE=ctx.namespace, KAFKA_BOOTSTRAP_SERVERS=ctx.bootstrap_servers,
                PYTHONDONTWRITEBYTECODE="1")
-    log = ctx.workdir / f".{Path(name).stem}-{tag or time.monotonic_ns()}.log"
+    # The log lives in the grader's own folder, out of the sandbox's reach (a link planted in
+    # the working folder would otherwise make the grader write over any file it can).
+    log = (ctx.logdir or ctx.workdir) / f"{Path(name).stem}-{tag or time.monotonic_ns()}.log"
     with open(log, "wb") as out:
         kw = dict(stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         if ctx.sandbox is not None:

@@ -97,3 +97,19 @@ def test_kafka_guard_refuses_other_namespaces_and_huge_topics(tmp_path):
     assert len(lines) == 3, out.stdout + out.stderr
     assert lines[0].startswith("PermissionError") and lines[2].startswith("PermissionError")
     assert lines[1].startswith("ValueError") and "64 partitions" in lines[1]
+
+
+def test_a_save_through_a_differently_named_temporary_file_counts_at_its_rename(tmp_path):
+    """tempfile's names do not start with "checkpoint": the save is counted when the file is
+    renamed onto the checkpoint, and the crash comes just before that rename."""
+    script = textwrap.dedent("""
+        import json, os, tempfile
+        for i in range(1, 6):
+            with tempfile.NamedTemporaryFile("w", dir=".", delete=False) as f:
+                json.dump({"n": i}, f)
+            os.replace(f.name, "checkpoint.json")
+        print("done")
+    """)
+    out = run(tmp_path, "--crash-on-write", "checkpoint:3", "writer.py", script=script)
+    assert out.returncode == -9 and "done" not in out.stdout
+    assert json.loads((tmp_path / "checkpoint.json").read_text())["n"] == 2

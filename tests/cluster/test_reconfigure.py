@@ -15,7 +15,7 @@ CHANGES = {  # each restarts the log cleaner or reconfigures the broker live
     "message.max.bytes": "2000000",
     "log.cleaner.threads": "1",
     "log.cleaner.dedupe.buffer.size": str(24 * 2**20),
-    "log.cleaner.io.max.bytes.per.second": "10000000",
+    "log.cleaner.io.max.bytes.per.second": "1.0E7",   # a double: Kafka shows it so
     "log.cleaner.backoff.ms": "5000",
 }
 
