@@ -100,7 +100,7 @@ class RunLog:
 class KernelSession:
     def __init__(self, nb, sandbox: Sandbox, env: dict[str, str], cell_timeout: float = CELL_TIMEOUT_S,
                  total_timeout: float = TOTAL_TIMEOUT_S):
-        self.nb, self.workdir, self.sandbox = nb, Path(sandbox.workdir), sandbox
+        self.nb, self.workdir = nb, Path(sandbox.workdir)
         self.env, self.cell_timeout, self.total_timeout = env, cell_timeout, total_timeout
         specs = SandboxSpecs()
         specs.sandbox = sandbox

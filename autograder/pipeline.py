@@ -157,7 +157,7 @@ def restore_tests(job: Job) -> None:
     cell gets the course's source and type, so edits to them count for nothing. A part counts
     once: from the course's own copy of its test cell (same cell id), else its first copy;
     other copies are not run. Only the course's own observation cells keep their "demo" tag."""
-    ours = {grade_id(c): c for c in job.source.cells if grade_id(c) and is_restored(c)}
+    ours = course_cells(job.source)
     demos = {c.source for c in job.source.cells if "demo" in c.metadata.get("tags", [])}
     for cell in job.submission.cells:
         if cell.cell_type == "code":
@@ -193,7 +193,7 @@ def drop_copies(source, submission) -> dict[str, list]:
     cell pasted again, say), keep the course's own (same cell id), else the first, and turn the
     others into a markdown note: they are neither run nor graded. Returns id -> [kept cell,
     the copies]."""
-    ours = {grade_id(c): c for c in source.cells if grade_id(c) and is_restored(c)}
+    ours = course_cells(source)
     found: dict[str, list] = {}
     for cell in submission.cells:
         if grade_id(cell) in ours:
@@ -208,6 +208,11 @@ def drop_copies(source, submission) -> dict[str, list]:
         cells.remove(keep)
         cells.insert(0, keep)
     return found
+
+
+def course_cells(source) -> dict:
+    """grade id -> the course's cell, for every cell that grading puts back."""
+    return {grade_id(c): c for c in source.cells if grade_id(c) and is_restored(c)}
 
 
 def grade_id(cell) -> str | None:
@@ -264,6 +269,7 @@ def run_notebook_and_checks(job: Job) -> None:
     scratch, cleanup = {}, []
     cgroups = Cgroups(job.namespace, LIMITS) if job.sandbox else None
     sandbox = Sandbox(job.workdir, readonly=job.release_files, limits=LIMITS, enabled=job.sandbox, cgroups=cgroups)
+    env = kernel_env(job)   # the kernel's, and the student's scripts' that checks run
 
     def run_one(session: KernelSession, label: str) -> None:
         if label in done or label not in by_label:
@@ -271,7 +277,7 @@ def run_notebook_and_checks(job: Job) -> None:
         done.add(label)
         res = by_label[label]
         ctx = Context(job.lab, label, session, job.namespace, job.bootstrap, job.seed, workdir=job.workdir,
-                      scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=kernel_env(job), logdir=job.logdir)
+                      scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=env, logdir=job.logdir)
         start = time.monotonic()
         try:
             with session.paused() if checks[label].pause_kernel else contextlib.nullcontext():
@@ -288,7 +294,7 @@ def run_notebook_and_checks(job: Job) -> None:
         res.seconds = time.monotonic() - start
 
     try:
-        with KernelSession(job.submission, sandbox, kernel_env(job), job.cell_timeout, job.total_timeout) as session:
+        with KernelSession(job.submission, sandbox, env, job.cell_timeout, job.total_timeout) as session:
             # Accident protection only (a loop deleting every topic); the sandbox is the boundary.
             session.run_silently(f"import autograder.guard as _g; _g.install({job.namespace!r}); del _g")
             log = session.run(lambda index, label: run_one(session, label), test_label)

@@ -294,18 +294,11 @@ class Jail:
             except psutil.Error:
                 pass
 
-    def kill(self, grace_s: float = 0) -> None:
+    def kill(self) -> None:
         """Kill the sandbox and everything in it. With bwrap, SIGKILL to the outer process
         takes its init (and so the whole PID namespace) down; without a sandbox, every
         descendant is killed one by one."""
         procs = self.processes()
-        if grace_s and procs:
-            for p in procs:
-                try:
-                    p.terminate()
-                except psutil.Error:
-                    pass
-            _, procs = psutil.wait_procs(procs, timeout=grace_s)
         for p in procs:
             try:
                 p.resume()

@@ -127,6 +127,11 @@ def after_grading(data: dict) -> list[str]:
     return problems
 
 
+def student_id(case: Case) -> str:
+    """The nbgrader student a case is submitted as (and its seed's student, through the CLI)."""
+    return case.name.replace("-", "_")
+
+
 def run_via_nbgrader(todo: list[Case], tmp: Path) -> list[Outcome]:
     """The same cases through real nbgrader: a course folder of its own, each case submitted
     as a student, one `nbgrader autograde` per lab (its steps are the grader's own, see
@@ -144,16 +149,13 @@ def run_via_nbgrader(todo: list[Case], tmp: Path) -> list[Outcome]:
     nbgrader = str(Path(sys.executable).parent / "nbgrader")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
 
-    def student(case: Case) -> str:
-        return case.name.replace("-", "_")
-
     outcomes = []
     for lab in sorted({c.lab for c in todo}):
         mine = [c for c in todo if c.lab == lab]
         subprocess.run([nbgrader, "generate_assignment", lab, "--force", "--log-level=ERROR"], cwd=course, env=env,
                        check=True, capture_output=True)
         for case in mine:
-            folder = course / "submitted" / student(case) / lab
+            folder = course / "submitted" / student_id(case) / lab
             shutil.copytree(RELEASE / lab, folder)
             shutil.copy(case.notebook, folder / f"{lab}.ipynb")
         start = time.monotonic()
@@ -163,7 +165,7 @@ def run_via_nbgrader(todo: list[Case], tmp: Path) -> list[Outcome]:
         with Gradebook(f"sqlite:///{course / '.nbgrader' / 'gradebook.db'}") as gb:
             for case in mine:
                 try:
-                    nb = gb.find_submission_notebook(lab, lab, student(case))
+                    nb = gb.find_submission_notebook(lab, lab, student_id(case))
                     scores = {g.name: float(g.score) for g in nb.grades}
                 except Exception:
                     scores = {}
