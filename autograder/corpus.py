@@ -264,7 +264,7 @@ LURKER = (
     "        for g in lab.admin.list_groups():\n"
     "            gid = g[0] if isinstance(g, tuple) else getattr(g, 'group_id', g)\n"
     "            if str(gid).startswith(lab.namespace + '.members-') and gid not in joined:\n"
-    "                c = KafkaConsumer(lab.topic('departures'), group_id=gid, bootstrap_servers=lab.bootstrap_servers)\n"
+    "                c = KafkaConsumer(lab.topic('departures'), group_id=gid, **lab.connection)\n"
     "                joined[gid] = c\n"
     "        for c in joined.values():\n"
     "            c.poll(timeout_ms=100)\n"

@@ -23,8 +23,6 @@ import signal
 import sys
 import threading
 
-from .guard import install
-
 
 def crash() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
@@ -114,8 +112,6 @@ def main(argv=None) -> None:
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
-    if os.environ.get("LAB_NAMESPACE"):
-        install(os.environ["LAB_NAMESPACE"])
     if a.crash_on_write:
         name, nth = a.crash_on_write.rsplit(":", 1)
         crash_on_write(name, int(nth))

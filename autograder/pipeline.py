@@ -25,7 +25,9 @@ from pathlib import Path
 
 import nbformat
 
-from cluster.connect import bootstrap_servers
+from cluster import accounts
+from cluster.accounts import Account
+from cluster.connect import admin_connection, bootstrap_servers
 from cluster.settings import ROOT
 
 from .checks import CheckFailed, Context, checks_for, run_cleanups
@@ -73,8 +75,10 @@ class Job:
     sandbox: bool = True
     cell_timeout: float = CELL_TIMEOUT_S
     total_timeout: float = TOTAL_TIMEOUT_S
-    bootstrap: str = ""
+    bootstrap: str = ""                 # where the student's code connects
+    admin: dict = field(default_factory=dict)   # how the grader connects: the course's admin
     namespace: str = ""
+    account: Account | None = None      # the grading's own Kafka user, allowed only the namespace
     parts: dict[str, float] = field(default_factory=dict)   # label -> points, from the source notebook
     source: nbformat.NotebookNode | None = None
     submission: nbformat.NotebookNode | None = None
@@ -123,10 +127,12 @@ def check_sandbox(job: Job) -> None:
 def check_cluster(job: Job) -> None:
     from kafka import KafkaAdminClient
 
-    job.bootstrap = bootstrap_servers()
     try:
-        admin = KafkaAdminClient(bootstrap_servers=job.bootstrap, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000,
-                                 client_id="grader")
+        job.bootstrap, job.admin = bootstrap_servers(), admin_connection()
+    except ValueError as e:
+        raise InfrastructureError(str(e)) from None
+    try:
+        admin = KafkaAdminClient(**job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000, client_id="grader")
         try:
             brokers = [b for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")]
         finally:
@@ -226,8 +232,20 @@ def is_restored(cell) -> bool:
 
 
 def make_namespace(job: Job) -> None:
+    """A namespace of the grading's own and a Kafka user for it that the brokers allow that
+    namespace and nothing else: what the student's code may do on the cluster is the brokers'
+    decision, whatever client or process it uses."""
+    from kafka import KafkaAdminClient
+
     job.namespace = f"grade-{job.lab}-{secrets.token_hex(4)}"
     job.result.namespace = job.namespace
+    account = Account(job.namespace, accounts.new_password())
+    admin = KafkaAdminClient(**job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000, client_id="grader")
+    try:
+        accounts.grant(admin, account, job.namespace)
+    finally:
+        admin.close()
+    job.account = account
 
 
 def make_workdir(job: Job) -> None:
@@ -253,6 +271,7 @@ def kernel_env(job: Job) -> dict[str, str]:
     home = job.workdir / ".home"
     env.update(PATH=f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", VIRTUAL_ENV=str(Path(venv_bin).parent),
                LAB_NAMESPACE=job.namespace, KAFKA_BOOTSTRAP_SERVERS=job.bootstrap,
+               KAFKA_USERNAME=job.account.username, KAFKA_PASSWORD=job.account.password,
                HOME=str(home), TMPDIR=str(job.workdir / ".tmp"), USER="student",
                MPLCONFIGDIR=str(home), MPLBACKEND="agg", PYTHONDONTWRITEBYTECODE="1", GRPC_VERBOSITY="ERROR",
                PYTHONHASHSEED="0",  # a submission that (wrongly) uses hash() gets the same score every time
@@ -276,8 +295,9 @@ def run_notebook_and_checks(job: Job) -> None:
             return
         done.add(label)
         res = by_label[label]
-        ctx = Context(job.lab, label, session, job.namespace, job.bootstrap, job.seed, workdir=job.workdir,
-                      scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=env, logdir=job.logdir)
+        ctx = Context(job.lab, label, session, job.namespace, job.admin, job.seed, workdir=job.workdir,
+                      scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=env, logdir=job.logdir,
+                      student_user=job.account.username)
         start = time.monotonic()
         try:
             with session.paused() if checks[label].pause_kernel else contextlib.nullcontext():
@@ -295,8 +315,6 @@ def run_notebook_and_checks(job: Job) -> None:
 
     try:
         with KernelSession(job.submission, sandbox, env, job.cell_timeout, job.total_timeout) as session:
-            # Accident protection only (a loop deleting every topic); the sandbox is the boundary.
-            session.run_silently(f"import autograder.guard as _g; _g.install({job.namespace!r}); del _g")
             log = session.run(lambda index, label: run_one(session, label), test_label)
             try:
                 for label in by_label:
@@ -321,12 +339,15 @@ def bounded(text: str, limit: int = 3000) -> str:
 
 
 def clean_up(job: Job) -> None:
-    """Delete the namespace's topics and groups, and the working folder."""
-    if job.namespace and job.bootstrap:
+    """Delete the grading's Kafka user (first: nothing it left running can act after this),
+    the namespace's topics and groups, and the working folder."""
+    if job.namespace and job.admin:
         from kafka import KafkaAdminClient
 
         try:
-            admin = KafkaAdminClient(bootstrap_servers=job.bootstrap, request_timeout_ms=10_000)
+            admin = KafkaAdminClient(**job.admin, request_timeout_ms=10_000, client_id="grader")
+            if job.account:
+                accounts.revoke(admin, job.account.username)
             prefix = job.namespace + "."
             topics = [t for t in admin.list_topics() if t.startswith(prefix)]
             if topics:

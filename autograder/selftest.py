@@ -124,7 +124,30 @@ def after_grading(data: dict) -> list[str]:
                  if (p.info.get("environ") or {}).get("LAB_NAMESPACE") == namespace.group(1)]
         if alive:
             problems.append(f"processes of the submission are still alive: {alive}")
+        left = kafka_access_left(namespace.group(1))
+        if left:
+            problems.append(f"the grading's Kafka user is still there: {left}")
     return problems
+
+
+def kafka_access_left(user: str) -> list[str]:
+    """What the cluster still knows of a grading's user: its password, its ACLs."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             ResourcePatternFilter, ResourceType)
+
+    from cluster import accounts
+    from cluster.connect import admin_connection
+
+    admin = KafkaAdminClient(**admin_connection(), client_id="selftest")
+    try:
+        left = ["password"] if user in accounts.users(admin) else []
+        acls, _ = admin.describe_acls(ACLFilter(f"User:{user}", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                                ResourcePatternFilter(ResourceType.ANY, None,
+                                                                      ACLResourcePatternType.ANY)))
+        return left + [f"{len(acls)} ACLs"] * bool(acls)
+    finally:
+        admin.close()
 
 
 def student_id(case: Case) -> str:
@@ -190,9 +213,9 @@ def broker_settings() -> dict:
     from kafka import KafkaAdminClient
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    from cluster.connect import bootstrap_servers
+    from cluster.connect import admin_connection
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers(), client_id="selftest")
+    admin = KafkaAdminClient(**admin_connection(), client_id="selftest")
     try:
         brokers = sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"])
         found = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b)) for b in brokers])

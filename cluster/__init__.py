@@ -1,13 +1,13 @@
 """The course's Kafka cluster and how to reach it.
 
-    from cluster import Cluster, bootstrap_servers, topic_name, spark_session
+    from cluster import Cluster, connection, topic_name, spark_session
 
 `Cluster` runs the local three-broker cluster (`python -m cluster --help` for the CLI);
-`bootstrap_servers()` and `namespace()` tell a notebook where Kafka is and which names are
-its own, whichever way the cluster runs (local, docker compose, hosted).
+`connection()` gives a client where Kafka is and your login, `namespace()` which names are
+your own, whichever way the cluster runs (local, docker compose, hosted).
 """
 
-from .connect import bootstrap_servers, group_name, mode, namespace, topic_name
+from .connect import admin_connection, bootstrap_servers, connection, group_name, mode, namespace, topic_name
 from .errors import ClusterError
 from .kafka import Cluster, NodeStatus
 
@@ -20,5 +20,5 @@ def spark_session(*args, **kwargs):
     return make(*args, **kwargs)
 
 
-__all__ = ["Cluster", "ClusterError", "NodeStatus", "bootstrap_servers", "group_name", "mode",
-           "namespace", "spark_session", "topic_name"]
+__all__ = ["Cluster", "ClusterError", "NodeStatus", "admin_connection", "bootstrap_servers", "connection",
+           "group_name", "mode", "namespace", "spark_session", "topic_name"]

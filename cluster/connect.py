@@ -1,13 +1,22 @@
-"""Where Kafka is, and which topic and group names are yours.
+"""Where Kafka is, who you are on it, and which topic and group names are yours.
+
+    from cluster import connection
+    producer = KafkaProducer(**connection(), acks="all")   # servers, and your login
 
 The same notebook runs in three modes, told apart by the environment:
 - local   (default) the three JVMs of `python -m cluster up` on this machine;
 - compose the containers of docker-compose.yml (its JupyterLab sets COURSE_MODE=compose);
-- hosted  a cluster a JupyterHub admin runs (set KAFKA_BOOTSTRAP_SERVERS per user).
-KAFKA_BOOTSTRAP_SERVERS, when set, always wins.
+- hosted  a cluster a JupyterHub admin runs (KAFKA_BOOTSTRAP_SERVERS, KAFKA_USERNAME and
+          KAFKA_PASSWORD set for each user by the hub).
+KAFKA_BOOTSTRAP_SERVERS, KAFKA_USERNAME and KAFKA_PASSWORD, when set, always win (a grading
+run sets them for the student's code).
 
-Several students, or several grading runs, can share one cluster: each works in a
-namespace, a prefix on its topic and group names (LAB_NAMESPACE, else the user's name).
+Several students, or several grading runs, share one cluster: each works in a namespace, a
+prefix on its topic and group names (LAB_NAMESPACE, else the user's name), and logs in as a
+user that the brokers allow that namespace and nothing else (cluster/accounts.py). On a
+laptop the same holds: your user is made the first time you connect, and its password is
+kept with the cluster (in .cluster/secrets.json), so code that works on your laptop works
+when it is graded and on a hosted hub.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import getpass
 import os
 import re
 
+from .accounts import PLAIN, Account, Secrets
 from .settings import Settings
 
 MODES = ("local", "compose", "hosted")
@@ -60,3 +70,53 @@ def topic_name(name: str) -> str:
 def group_name(name: str) -> str:
     """Your consumer group called `name`: "<namespace>.<name>"."""
     return f"{namespace()}.{name}"
+
+
+def account() -> Account:
+    """Your login: KAFKA_USERNAME/KAFKA_PASSWORD if set (a hub, a grading run), else, on a
+    local cluster, your namespace's user, made on first use."""
+    user, password = os.environ.get("KAFKA_USERNAME"), os.environ.get("KAFKA_PASSWORD")
+    if user and password:
+        return Account(user, password)
+    if mode() != "local":
+        raise ValueError(f"COURSE_MODE={mode()} needs KAFKA_USERNAME and KAFKA_PASSWORD (your login to "
+                         "the course's Kafka cluster); ask your course admin.")
+    return local_student(namespace())
+
+
+def local_student(ns: str) -> Account:
+    """The user of namespace `ns` on the local cluster: its password from the cluster's
+    secrets file, and the user made on the brokers the first time."""
+    from .kafka import Cluster
+
+    cluster = Cluster()
+    found = cluster.secrets.student(ns)
+    if found is not None:
+        return found
+    if not cluster.secrets.exists():
+        raise ValueError(f"No local cluster has been set up in {cluster.cfg.home}. Start it with "
+                         "`make up` (or `python -m cluster up`), then run this again.")
+    return cluster.add_student(ns)
+
+
+def connection() -> dict:
+    """Everything a kafka-python client needs to reach the cluster as you:
+    KafkaProducer(**connection(), acks="all")."""
+    return {"bootstrap_servers": bootstrap_servers(), **account().kafka_python()}
+
+
+def admin_connection() -> dict:
+    """The course's own login (a super user), for the cluster's tools and the grader's checks.
+    KAFKA_ADMIN_BOOTSTRAP_SERVERS and KAFKA_ADMIN_PASSWORD name another cluster's; otherwise the
+    local cluster's INTERNAL listeners and its secrets file."""
+    password = os.environ.get("KAFKA_ADMIN_PASSWORD")
+    if password:
+        servers = os.environ.get("KAFKA_ADMIN_BOOTSTRAP_SERVERS") or (
+            COMPOSE_BOOTSTRAP if mode() == "compose" else bootstrap_servers())
+        return {"bootstrap_servers": servers, **Account("admin", password, PLAIN).kafka_python()}
+    cfg = Settings.from_env()
+    secrets = Secrets(cfg.home)
+    if not secrets.exists():
+        raise ValueError(f"No local cluster has been set up in {cfg.home} (its secrets file is missing) and "
+                         "KAFKA_ADMIN_PASSWORD is not set. Start the cluster with `python -m cluster up`.")
+    return {"bootstrap_servers": cfg.internal_bootstrap_servers, **secrets.admin().kafka_python()}

@@ -61,6 +61,46 @@ def kafka_classpath() -> list[Path]:
     return jars("kafka")
 
 
+POLICY_SOURCE = Path(__file__).parent / "policy" / "NamespaceBudgetPolicy.java"
+
+
+def policy_jar() -> Path:
+    """The brokers' partition budget (cluster/policy/), compiled once per source and Kafka
+    version into the jar cache with the JDK's javac."""
+    import hashlib
+    import shutil
+    import subprocess
+    import tempfile
+
+    from .java import INSTALL_HINT, java_executable
+
+    clients = [p for p in kafka_classpath() if p.name.startswith("kafka-clients-")]
+    digest = hashlib.sha256(POLICY_SOURCE.read_bytes() + "".join(p.name for p in clients).encode()).hexdigest()[:16]
+    target = settings.jars_cache() / "policy" / digest / "course-policy.jar"
+    if target.exists():
+        return target
+    bin_dir = Path(java_executable()).resolve().parent
+    javac, jar = bin_dir / "javac", bin_dir / "jar"
+    if not javac.exists():
+        raise ClusterError(f"{bin_dir} has `java` but no `javac`: the brokers' topic policy is compiled "
+                           "once from cluster/policy/, which needs a JDK, not only a JRE.", hint=INSTALL_HINT)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([str(javac), "--release", "17", "-nowarn", "-cp", os.pathsep.join(map(str, clients)),
+                              "-d", tmp, str(POLICY_SOURCE)], capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            raise ClusterError("Compiling the brokers' topic policy failed.", log_tail=(out.stdout + out.stderr)[-3000:])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(".partial")
+        subprocess.run([str(jar), "cf", str(partial), "-C", tmp, "."], check=True, capture_output=True, timeout=120)
+        shutil.move(partial, target)
+    return target
+
+
+def broker_classpath() -> list[Path]:
+    """What a broker runs with: Kafka and the course's topic policy."""
+    return [*kafka_classpath(), policy_jar()]
+
+
 def spark_kafka_jars() -> list[Path]:
     """The Spark Kafka connector and what it needs beyond Spark itself."""
     return jars("spark-kafka")

@@ -11,7 +11,7 @@ from functools import cache
 from .errors import ClusterError
 
 MIN_JAVA = 17
-INSTALL_HINT = ("Install a JDK 17 or newer (for example `sudo apt install openjdk-17-jre-headless`, "
+INSTALL_HINT = ("Install a JDK 17 or newer (a JDK, not only a runtime: for example `sudo apt install openjdk-17-jdk-headless`, "
                 "`brew install openjdk@17`, or Temurin 17 from adoptium.net) and make sure "
                 "`java -version` shows it, or set JAVA_HOME to it.")
 

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 import psutil
 
-from . import java, jars
+from . import accounts, java, jars
 from . import settings as S
+from .accounts import Account, Secrets
 from .errors import ClusterError
 from .process import Node
 
@@ -112,6 +113,7 @@ class Cluster:
         self.cfg = cfg or S.Settings.from_env()
         self.nodes = {n: Node(self.cfg, n) for n in S.NODE_IDS}
         self.state_file = self.cfg.home / "cluster.json"
+        self.secrets = Secrets(self.cfg.home)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -124,13 +126,15 @@ class Cluster:
         to_start = [n for n in self.nodes.values() if n.process() is None]
         if not to_start:
             self.wait_ready(timeout, started=[])
+            self.set_up_access()
             return self.bootstrap_servers
         java_bin = java.java_executable()
         self._check_ports(to_start)
         cluster_id = self._check_data()
-        classpath = jars.kafka_classpath()
+        self.secrets.ensure()  # new passwords for a cluster that has none (made before logins existed)
+        classpath = jars.broker_classpath()
         for node in self.nodes.values():
-            node.write_config()
+            node.write_config(self.secrets)
         unformatted = [n for n in to_start if n.meta_properties() is None]
         self._format(unformatted, java_bin, classpath, cluster_id)
         echo(f"Starting node{'s' if len(to_start) > 1 else ''} "
@@ -138,7 +142,31 @@ class Cluster:
         for node in to_start:
             node.start(java_bin, classpath)
         self.wait_ready(timeout, started=to_start)
+        self.set_up_access()
         return self.bootstrap_servers
+
+    # --- who may do what ---------------------------------------------------------------------
+    def set_up_access(self) -> None:
+        """Default quotas, and the users of the namespaces this cluster has seen (idempotent:
+        a cluster whose data was kept has them already)."""
+        admin = self.admin()
+        try:
+            accounts.setup_cluster(admin)
+            for ns, password in self.secrets.ensure().get("students", {}).items():
+                accounts.grant(admin, Account(ns, password), ns)
+        finally:
+            admin.close()
+
+    def add_student(self, namespace: str) -> Account:
+        """A user for a namespace on this cluster (the laptop's default student, a test), its
+        password kept in the secrets file."""
+        account = self.secrets.student(namespace, create=True)
+        admin = self.admin()
+        try:
+            accounts.grant(admin, account, namespace)
+        finally:
+            admin.close()
+        return account
 
     def _check_ports(self, nodes: list[Node]) -> None:
         for node in nodes:
@@ -199,12 +227,15 @@ class Cluster:
                                    hint=WIPE_HINT.format(home=self.cfg.home))
 
     # --- readiness ---------------------------------------------------------------------------
+    def admin_connection(self) -> dict:
+        """kafka-python settings of the course's admin (a super user) on the INTERNAL listeners."""
+        return {"bootstrap_servers": self.cfg.internal_bootstrap_servers, **self.secrets.admin().kafka_python()}
+
     def admin(self, **overrides):
-        """A kafka-python admin client for this cluster."""
+        """A kafka-python admin client for this cluster, logged in as the course's admin."""
         from kafka import KafkaAdminClient
 
-        opts = dict(bootstrap_servers=self.bootstrap_servers, client_id="course-cluster",
-                    request_timeout_ms=10_000)
+        opts = dict(self.admin_connection(), client_id="course-cluster", request_timeout_ms=10_000)
         opts.update(overrides)
         return KafkaAdminClient(**opts)
 
@@ -334,7 +365,7 @@ class Cluster:
             if not node.config_file.exists():
                 raise ClusterError(f"Node {broker} has never been set up.", hint="Run `python -m cluster up` first.")
             self._check_ports([node])
-            node.start(java.java_executable(), jars.kafka_classpath())
+            node.start(java.java_executable(), jars.broker_classpath())
         self._wait_in_metadata(node, timeout)
 
     def _wait_in_metadata(self, node: Node, timeout: float) -> None:

@@ -1,8 +1,9 @@
 """What a lab notebook needs: a first cell that checks the cluster, your names, the data.
 
     from cluster.lab import start_lab, load_flights
-    lab = start_lab("lab2")          # where Kafka is, your namespace; clears this lab's leftovers
+    lab = start_lab("lab2")          # where Kafka is, who you are; clears this lab's leftovers
     lab.topic("flights")             # "<namespace>.flights": your topic
+    KafkaProducer(**lab.connection)  # every client: the servers and your login
     flights = load_flights(day=1)    # January 2013 flights from New York City, as dicts
 """
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from . import settings
-from .connect import bootstrap_servers, group_name, namespace, topic_name
+from .connect import bootstrap_servers, connection, group_name, namespace, topic_name
 
 FLIGHTS_FILE = settings.ROOT / "datasets" / "flights-2013-01.csv.gz"
 INT_COLUMNS = ("year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time",
@@ -27,6 +28,9 @@ class Lab:
     name: str
     bootstrap_servers: str
     namespace: str
+    # What every client needs: bootstrap_servers and your login (the brokers ask every client
+    # who it is, and let yours use only the topics and groups named "<namespace>.*").
+    connection: dict
 
     def topic(self, name: str) -> str:
         return topic_name(name)
@@ -38,7 +42,7 @@ class Lab:
     def admin(self):
         from kafka import KafkaAdminClient
 
-        return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id=f"{self.namespace}-admin")
+        return KafkaAdminClient(**self.connection, client_id=f"{self.namespace}-admin")
 
     def my_topics(self) -> list[str]:
         prefix = self.namespace + "."
@@ -61,17 +65,36 @@ def start_lab(name: str, clean: bool = True) -> Lab:
     your namespace by an earlier run. A clear message if the cluster is not running."""
     from kafka.errors import KafkaError
 
-    lab = Lab(name, bootstrap_servers(), namespace())
-    try:
-        lab.admin.list_topics()  # the client itself retries for a while before giving up
-    except KafkaError:
+    servers = bootstrap_servers()
+    if not any(_listening(server) for server in servers.split(",")):
         raise RuntimeError(
-            f"No Kafka broker answers at {lab.bootstrap_servers}. Start the cluster in a terminal "
-            "with `make up` (or `python -m cluster up`), then run this cell again.") from None
+            f"No Kafka broker answers at {servers}. Start the cluster in a terminal "
+            "with `make up` (or `python -m cluster up`), then run this cell again.")
+    lab = Lab(name, servers, namespace(), connection())
+    try:
+        lab.admin.list_topics()
+    except KafkaError as e:
+        raise RuntimeError(
+            f"The brokers at {servers} answer but did not let you in ({type(e).__name__}: {e}): your login "
+            f"({lab.connection.get('sasl_plain_username')}) was refused, or the cluster is still starting. "
+            "On your laptop, `make up` sets your login up; on a hub, ask your course admin.") from None
     removed = lab.delete_my_topics() if clean else []
     print(f"{name}: Kafka at {lab.bootstrap_servers}; your namespace is '{lab.namespace}'"
           + (f"; removed {len(removed)} old topic(s)" if removed else ""))
     return lab
+
+
+def _listening(server: str, timeout_s: float = 2.0) -> bool:
+    """Does anything accept a TCP connection at "host:port"? (Kafka's own client would retry
+    for half a minute before it says the same.)"""
+    import socket
+
+    host, _, port = server.strip().rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def load_flights(day: int | None = None, origin: str | None = None) -> list[dict]:

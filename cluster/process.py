@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 
 from . import settings as S
+from .accounts import Secrets
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 MAIN_CLASS = "kafka.Kafka"
@@ -65,12 +66,16 @@ class Node:
         return proc.memory_info().rss if proc else 0
 
     # --- configuration -----------------------------------------------------------------
-    def write_config(self) -> None:
+    def write_config(self, secrets: Secrets) -> None:
+        """server.properties, readable by its owner only: it holds the brokers' passwords."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        props = self.cfg.broker_properties(self.id)
+        props = self.cfg.broker_properties(self.id, secrets.broker().password, secrets.admin().password)
         text = "# Written by `python -m cluster up` from cluster/settings.py; edits are overwritten.\n"
         text += "".join(f"{k}={v}\n" for k, v in props.items())
-        self.config_file.write_text(text)
+        fd = os.open(self.config_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(self.config_file, 0o600)  # a file written before this rule keeps its old mode
 
     def java_command(self, java: str, classpath: list[Path], main: str, *args: str) -> list[str]:
         # The classpath (about 50 jars) goes in an argument file, so `ps` stays readable.

@@ -56,6 +56,42 @@ TEACHING_DEFAULTS = {
     "log.cleaner.dedupe.buffer.size": str(16 * 2**20),
 }
 
+# Every listener authenticates and the brokers authorize (see cluster/accounts.py): students
+# and grading runs log in with SCRAM on EXTERNAL (and on INTERNAL, which is what containers on
+# compose's network reach); the brokers and the course's admin use PLAIN with passwords that
+# live only in the brokers' configuration. No ACL means no access.
+SECURITY_SETTINGS = {
+    "listener.security.protocol.map": ",".join(f"{name}:SASL_PLAINTEXT" for name in LISTENERS),
+    "sasl.mechanism.inter.broker.protocol": "PLAIN",
+    "sasl.mechanism.controller.protocol": "PLAIN",
+    "listener.name.external.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    "listener.name.internal.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+    "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.external.scram-sha-512.sasl.jaas.config":
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    "listener.name.internal.scram-sha-512.sasl.jaas.config":
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:broker;User:admin",
+    "allow.everyone.if.no.acl.found": "false",
+}
+
+
+def plain_jaas(broker_password: str, admin_password: str | None = None) -> str:
+    """The PLAIN login of a broker listener: the brokers log in as `broker`, and the listener
+    accepts `broker` (and `admin`, if given) with these passwords."""
+    users = f' user_broker="{broker_password}"'
+    if admin_password is not None:
+        users += f' user_admin="{admin_password}"'
+    return ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            f'username="broker" password="{broker_password}"{users};')
+
+
+# Partitions the topics of one namespace ("<namespace>.*") may hold together: a lab needs a
+# few dozen; a loop that creates topics stops here instead of exhausting the brokers' memory.
+POLICY_CLASS = "course.policy.NamespaceBudgetPolicy"
+PARTITION_BUDGET = 100
+
 # Small thread pools: three brokers share a student's laptop.
 RESOURCE_SETTINGS = {
     "num.network.threads": "2",
@@ -144,8 +180,13 @@ class Settings:
     def node_dir(self, node: int) -> Path:
         return self.home / f"node-{node}"
 
-    def broker_properties(self, node: int) -> dict[str, str]:
-        """The server.properties of one node."""
+    @property
+    def internal_bootstrap_servers(self) -> str:
+        """The INTERNAL listeners: where the course's admin tools log in."""
+        return ",".join(f"{self.host}:{self.port(n, 'INTERNAL')}" for n in NODE_IDS)
+
+    def broker_properties(self, node: int, broker_password: str, admin_password: str) -> dict[str, str]:
+        """The server.properties of one node (passwords from cluster/accounts.py's Secrets)."""
         h = self.host
         voters = ",".join(f"{n}@{h}:{self.port(n, 'CONTROLLER')}" for n in NODE_IDS)
         props = {
@@ -155,11 +196,21 @@ class Settings:
             "listeners": ",".join(f"{name}://{h}:{self.port(node, name)}" for name in LISTENERS),
             "advertised.listeners": ",".join(
                 f"{name}://{h}:{self.port(node, name)}" for name in ("EXTERNAL", "INTERNAL")),
-            "listener.security.protocol.map": ",".join(f"{name}:PLAINTEXT" for name in LISTENERS),
             "inter.broker.listener.name": "INTERNAL",
             "controller.listener.names": "CONTROLLER",
             "log.dirs": str(self.node_dir(node) / "data"),
         }
+        props.update(SECURITY_SETTINGS)
+        props["listener.name.internal.plain.sasl.jaas.config"] = plain_jaas(broker_password, admin_password)
+        props["listener.name.controller.plain.sasl.jaas.config"] = plain_jaas(broker_password)
+        # The partition budget per namespace (cluster/policy/); it counts through this node's
+        # INTERNAL listener, logged in as the brokers' user.
+        props["create.topic.policy.class.name"] = POLICY_CLASS
+        props["course.partition.budget"] = str(PARTITION_BUDGET)
+        props["course.policy.bootstrap.servers"] = f"{h}:{self.port(node, 'INTERNAL')}"
+        props["course.policy.sasl.jaas.config"] = (
+            'org.apache.kafka.common.security.plain.PlainLoginModule required '
+            f'username="broker" password="{broker_password}";')
         props.update(TEACHING_DEFAULTS)
         props.update(RESOURCE_SETTINGS)
         return props

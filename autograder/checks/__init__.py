@@ -66,7 +66,9 @@ class Context:
     label: str
     sub: Submission
     namespace: str
-    bootstrap_servers: str
+    # kafka-python settings of whoever the check reads as: the course's admin when grading, the
+    # student's own login in a self-check (cluster.connect.connection()).
+    kafka: dict
     seed: int = DEFAULT_SEED
     workdir: Path = field(default_factory=Path.cwd)       # the notebook's folder
     # Shared by the checks of one grading: results one check leaves for the next, and what
@@ -78,6 +80,7 @@ class Context:
     sandbox: Any = None
     env: dict[str, str] | None = None
     logdir: Path | None = None        # the grader's own folder for scripts' logs (outside the sandbox)
+    student_user: str | None = None   # the grading's Kafka user, whose rights protect() narrows
     rng: random.Random = field(init=False)
     _admin: Any = field(default=None, init=False, repr=False)
 
@@ -95,9 +98,19 @@ class Context:
         if self._admin is None:
             from kafka import KafkaAdminClient
 
-            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
-                                           client_id=f"grader-{self.namespace}", request_timeout_ms=15_000)
+            self._admin = KafkaAdminClient(**self.kafka, client_id=f"grader-{self.namespace}",
+                                           request_timeout_ms=15_000)
         return self._admin
+
+    def protect(self, topics=(), groups=()) -> None:
+        """Make what the check made (a topic it filled, a group it set up) read-only for the
+        student's user, so the student's code cannot change the check's truth while it runs.
+        When grading, the grading's user is deleted with all its ACLs at the end; in a self-check
+        (student_user None) there is nobody to protect against."""
+        if self.student_user:
+            from cluster import accounts
+
+            accounts.protect(self.admin, self.student_user, topics, groups)
 
     def close(self):
         if self._admin is not None:
@@ -164,13 +177,13 @@ def run_check(label: str, ctx: Context) -> None:
 def grade(label: str, user_ns: dict | None = None) -> None:
     """Called by a notebook's test cell: run the check for `label` against this notebook
     and the live cluster. Prints one line when it passes; raises CheckFailed when not."""
-    from cluster.connect import bootstrap_servers, namespace
+    from cluster.connect import connection, namespace
 
     if user_ns is None:
         from IPython import get_ipython
 
         user_ns = get_ipython().user_ns
-    ctx = Context(lab_of(label), label, LocalSubmission(user_ns), namespace(), bootstrap_servers(), DEFAULT_SEED)
+    ctx = Context(lab_of(label), label, LocalSubmission(user_ns), namespace(), connection(), DEFAULT_SEED)
     start = time.monotonic()
     try:
         run_check(label, ctx)

@@ -36,7 +36,7 @@ def read_all(ctx: Context, name: str, limit: int = 1_000_000):
     meta = describe_topic(ctx, name)
     topic = ctx.topic(name)
     # Small fetches: one compressed batch cannot balloon far in the grader's memory.
-    consumer = KafkaConsumer(bootstrap_servers=ctx.bootstrap_servers, enable_auto_commit=False,
+    consumer = KafkaConsumer(**ctx.kafka, enable_auto_commit=False,
                              client_id=f"grader-{ctx.namespace}", max_partition_fetch_bytes=2**20,
                              fetch_max_bytes=4 * 2**20)
     try:
@@ -64,7 +64,7 @@ def read_all(ctx: Context, name: str, limit: int = 1_000_000):
 
 def end_offsets(ctx: Context, name: str) -> dict[int, int]:
     meta = describe_topic(ctx, name)
-    consumer = KafkaConsumer(bootstrap_servers=ctx.bootstrap_servers)
+    consumer = KafkaConsumer(**ctx.kafka)
     try:
         tps = [TopicPartition(ctx.topic(name), p["partition_index"]) for p in meta["partitions"]]
         return {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}

@@ -68,8 +68,9 @@ def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_a
     if crash_on_write:
         cmd += ["--crash-on-write", crash_on_write]
     cmd += [str(script), *args]
-    env = dict(ctx.env or os.environ, LAB_NAMESPACE=ctx.namespace, KAFKA_BOOTSTRAP_SERVERS=ctx.bootstrap_servers,
-               PYTHONDONTWRITEBYTECODE="1")
+    # The kernel's environment when grading (the grading's Kafka login included); the student's
+    # own in a self-check.
+    env = dict(ctx.env or os.environ, LAB_NAMESPACE=ctx.namespace, PYTHONDONTWRITEBYTECODE="1")
     # The log lives in the grader's own folder, out of the sandbox's reach (a link planted in
     # the working folder would otherwise make the grader write over any file it can).
     log = (ctx.logdir or ctx.workdir) / f"{Path(name).stem}-{tag or time.monotonic_ns()}.log"
