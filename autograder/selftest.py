@@ -141,6 +141,9 @@ def kafka_access_left(user: str) -> list[str]:
 
     admin = KafkaAdminClient(**admin_connection(), client_id="selftest")
     try:
+        deadline = time.monotonic() + 10   # the brokers learn of a deletion a moment after the controller
+        while user in accounts.users(admin) and time.monotonic() < deadline:
+            time.sleep(0.2)
         left = ["password"] if user in accounts.users(admin) else []
         acls, _ = admin.describe_acls(ACLFilter(f"User:{user}", None, ACLOperation.ANY, ACLPermissionType.ANY,
                                                 ResourcePatternFilter(ResourceType.ANY, None,

@@ -1,11 +1,13 @@
-"""python -m cluster up | down | status | logs | stop-broker N | start-broker N | kill-broker N | jars"""
+"""python -m cluster up | down | status | logs | stop-broker N | start-broker N | kill-broker N | jars
+                   | users | add-user NAME | remove-user NAME"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from . import jars, settings
+from . import accounts, jars, settings
 from .errors import ClusterError
 from .kafka import STATUS_HEADER, Cluster
 
@@ -80,6 +82,54 @@ def cmd_jars(c: Cluster, a) -> None:
         print(f"All jars match {jars.LOCK_FILE.name}.")
 
 
+def _admin():
+    """The course's admin on the cluster the environment names (the local one by default;
+    KAFKA_ADMIN_PASSWORD and KAFKA_ADMIN_BOOTSTRAP_SERVERS for a hosted or compose one)."""
+    from kafka import KafkaAdminClient
+
+    from .connect import admin_connection
+
+    try:
+        return KafkaAdminClient(**admin_connection(), client_id="course-cli", request_timeout_ms=15_000)
+    except ValueError as e:
+        raise ClusterError(str(e)) from None
+
+
+def cmd_users(c: Cluster, a) -> None:
+    admin = _admin()
+    try:
+        names = accounts.users(admin)
+    finally:
+        admin.close()
+    print("\n".join(names) if names else "No users yet (`python -m cluster add-user NAME` makes one).")
+
+
+def cmd_add_user(c: Cluster, a) -> None:
+    """A user whose namespace is its name, with the course's ACLs and quotas. The password is
+    KAFKA_PASSWORD if set (compose's set-up), else a new one, printed once for the hub."""
+    ns = a.name
+    given = os.environ.get("KAFKA_PASSWORD")
+    account = accounts.Account(ns, given or accounts.new_password())
+    admin = _admin()
+    try:
+        accounts.setup_cluster(admin)
+        accounts.grant(admin, account, ns)
+    finally:
+        admin.close()
+    print(f"User {ns!r} may use the topics, groups and transactional ids named '{ns}.*'.")
+    if not given:
+        print(f"KAFKA_USERNAME={ns}\nKAFKA_PASSWORD={account.password}")
+
+
+def cmd_remove_user(c: Cluster, a) -> None:
+    admin = _admin()
+    try:
+        accounts.revoke(admin, a.name)
+    finally:
+        admin.close()
+    print(f"User {a.name!r} and its ACLs are gone (its topics stay until deleted).")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m cluster", description="The course's local three-broker Kafka cluster.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -102,7 +152,23 @@ def parser() -> argparse.ArgumentParser:
     j.add_argument("--check", action="store_true", help="fail if the lock file is stale")
     j.add_argument("--update", action="store_true", help="rewrite the lock file")
     j.set_defaults(func=cmd_jars)
+    sub.add_parser("users", help="the cluster's student users").set_defaults(func=cmd_users)
+    u = sub.add_parser("add-user", help="a student user with the rights of its namespace NAME.*")
+    u.add_argument("name", type=_user_name)
+    u.set_defaults(func=cmd_add_user)
+    r = sub.add_parser("remove-user", help="delete a user's login and ACLs")
+    r.add_argument("name", type=_user_name)
+    r.set_defaults(func=cmd_remove_user)
     return p
+
+
+def _user_name(text: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,99}", text) or text in accounts.SUPER_USERS:
+        raise argparse.ArgumentTypeError(f"{text!r}: a user name is lower-case letters, digits and '-' "
+                                         f"(it is also the namespace), and not {' or '.join(accounts.SUPER_USERS)}")
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:

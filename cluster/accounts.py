@@ -226,7 +226,7 @@ def describe_quotas(admin, user: str | None) -> dict[str, float]:
     """The quotas set on exactly this user (None: the default user)."""
     from kafka.protocol.admin import DescribeClientQuotasRequest as Req
 
-    match_type = 2 if user is None else 0  # 0: exact name, 2: the default entity
+    match_type = 1 if user is None else 0  # 0: exactly this name, 1: the default user
     request = Req(components=[Req.ComponentData(entity_type="user", match_type=match_type,
                                                 match=user)], strict=True)
     response = admin._manager.run(admin._manager.send, request)

@@ -87,6 +87,22 @@ def plain_jaas(broker_password: str, admin_password: str | None = None) -> str:
             f'username="broker" password="{broker_password}"{users};')
 
 
+def login_properties(broker_password: str, admin_password: str, internal_server: str) -> dict[str, str]:
+    """Every broker setting about logins and rights, with the passwords filled in.
+    `internal_server` is this node's INTERNAL listener, where its topic policy counts."""
+    props = dict(SECURITY_SETTINGS)
+    props["listener.name.internal.plain.sasl.jaas.config"] = plain_jaas(broker_password, admin_password)
+    props["listener.name.controller.plain.sasl.jaas.config"] = plain_jaas(broker_password)
+    props.update({
+        "create.topic.policy.class.name": POLICY_CLASS,
+        "course.partition.budget": str(PARTITION_BUDGET),
+        "course.policy.bootstrap.servers": internal_server,
+        "course.policy.sasl.jaas.config": ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                           f'username="broker" password="{broker_password}";'),
+    })
+    return props
+
+
 # Partitions the topics of one namespace ("<namespace>.*") may hold together: a lab needs a
 # few dozen; a loop that creates topics stops here instead of exhausting the brokers' memory.
 POLICY_CLASS = "course.policy.NamespaceBudgetPolicy"
@@ -200,17 +216,7 @@ class Settings:
             "controller.listener.names": "CONTROLLER",
             "log.dirs": str(self.node_dir(node) / "data"),
         }
-        props.update(SECURITY_SETTINGS)
-        props["listener.name.internal.plain.sasl.jaas.config"] = plain_jaas(broker_password, admin_password)
-        props["listener.name.controller.plain.sasl.jaas.config"] = plain_jaas(broker_password)
-        # The partition budget per namespace (cluster/policy/); it counts through this node's
-        # INTERNAL listener, logged in as the brokers' user.
-        props["create.topic.policy.class.name"] = POLICY_CLASS
-        props["course.partition.budget"] = str(PARTITION_BUDGET)
-        props["course.policy.bootstrap.servers"] = f"{h}:{self.port(node, 'INTERNAL')}"
-        props["course.policy.sasl.jaas.config"] = (
-            'org.apache.kafka.common.security.plain.PlainLoginModule required '
-            f'username="broker" password="{broker_password}";')
+        props.update(login_properties(broker_password, admin_password, f"{h}:{self.port(node, 'INTERNAL')}"))
         props.update(TEACHING_DEFAULTS)
         props.update(RESOURCE_SETTINGS)
         return props

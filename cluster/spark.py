@@ -2,7 +2,6 @@
 
     from cluster import spark_session
     spark = spark_session()
-    df = spark.readStream.format("kafka").option("kafka.bootstrap.servers", ...)  # or:
     df = spark.readStream.format("kafka").options(**kafka_options("my-topic"))
 
 Local mode by default (SPARK_MASTER overrides it, e.g. spark://spark-master:7077 under
@@ -16,7 +15,7 @@ import os
 from pathlib import Path
 
 from . import jars
-from .connect import bootstrap_servers
+from .connect import account, bootstrap_servers, group_name
 
 # Sized for an 8 GB laptop that also runs three brokers and JupyterLab.
 LAPTOP_CONF = {
@@ -42,8 +41,12 @@ def connector_jars() -> list[Path]:
 
 
 def kafka_options(topic: str | None = None, **extra: str) -> dict[str, str]:
-    """Options for spark.read(Stream).format("kafka") on this cluster."""
-    opts = {"kafka.bootstrap.servers": bootstrap_servers()}
+    """Options for spark.read(Stream).format("kafka") on this cluster: where it is and your
+    login (Spark passes every "kafka."-prefixed option to its Kafka clients)."""
+    opts = {"kafka.bootstrap.servers": bootstrap_servers(),
+            **{f"kafka.{k}": v for k, v in account().java().items()},
+            # Spark's readers name their consumer groups with this prefix: inside your namespace.
+            "groupIdPrefix": group_name("spark")}
     if topic:
         opts["subscribe"] = topic
     opts.update(extra)

@@ -27,8 +27,9 @@ public class NamespaceBudgetPolicy implements CreateTopicPolicy {
 
     // The metadata a broker answers with lags the controller by a moment, so a topic approved
     // a second ago may not be listed yet: approvals are remembered for a few seconds and
-    // counted unless the metadata has the topic (then its listed size counts).
-    private static final long REMEMBER_MS = 10_000;
+    // counted unless the metadata has the topic (then its listed size counts). A topic
+    // deleted within those seconds still counts until they pass.
+    private static final long REMEMBER_MS = 3_000;
 
     private int budget;
     private final Map<String, Object> adminConfig = new HashMap<>();

@@ -11,12 +11,13 @@ import uuid
 from pathlib import Path
 
 import nbformat
+import pytest
 from kafka import KafkaProducer
 from kafka.admin import NewTopic
 
 from autograder.corpus import Edit, Scenario, scenarios
 from autograder.pipeline import SOLUTIONS
-from cluster import bootstrap_servers
+from cluster import connection
 
 
 def grade(lab: str, notebook: Path, out: Path, env: dict | None = None, *extra: str):
@@ -51,11 +52,18 @@ def test_results_json_is_gradescope_shaped(cluster, tmp_path):
     assert any(line.split()[:2] == ["lab1-q1", "FAIL"] for line in proc.stdout.splitlines())
 
 
-def test_cluster_down_is_an_infrastructure_error_not_a_zero(tmp_path):
-    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1")
+@pytest.mark.parametrize("state", ["never set up", "stopped"])
+def test_cluster_down_is_an_infrastructure_error_not_a_zero(tmp_path, state):
+    from cluster.accounts import Secrets
+
+    home = tmp_path / "cluster"
+    if state == "stopped":   # its passwords exist, nothing listens on its ports
+        Secrets(home).ensure()
+    env = dict(os.environ, COURSE_CLUSTER_HOME=str(home), COURSE_PORT_BASE="41", KAFKA_BOOTSTRAP_SERVERS="")
     proc, data = grade("lab1", SOLUTIONS / "lab1" / "lab1.ipynb", tmp_path / "r.json", env)
     assert proc.returncode == 2
-    assert "infrastructure error" in proc.stderr and "does not answer" in proc.stderr
+    said = {"never set up": "No local cluster has been set up", "stopped": "does not answer"}[state]
+    assert "infrastructure error" in proc.stderr and said in proc.stderr, proc.stderr
     assert data is not None and "Infrastructure error" in data["output"] and "not a problem with your work" in data["output"]
 
 
@@ -92,7 +100,7 @@ def test_deleting_every_topic_spares_other_users(cluster, admin, tmp_path):
     bystander = f"someone-else.{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(bystander, 1, 3)])
     admin.wait_for_topics([bystander])
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers())
+    producer = KafkaProducer(**connection())
     producer.send(bystander, b"precious").get(timeout=30)
     producer.close()
     lab, nb = scenario_notebook("deletes-every-topic", tmp_path)

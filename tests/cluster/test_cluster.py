@@ -8,7 +8,7 @@ import sys
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
-from cluster import Cluster, bootstrap_servers, settings
+from cluster import Cluster, bootstrap_servers, connection, settings
 from cluster.kafka import live_brokers
 
 
@@ -50,13 +50,13 @@ def test_topic_gets_three_replicas_by_default(admin, topic):
 def test_produce_and_consume_round_trip(admin, topic):
     admin.create_topics([NewTopic(topic, 2, 3)])
     admin.wait_for_topics([topic])
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers(), acks="all")
+    producer = KafkaProducer(**connection(), acks="all")
     sent = [f"msg-{i}".encode() for i in range(50)]
     for value in sent:
         producer.send(topic, key=value[-1:], value=value)
     producer.flush()
     producer.close()
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap_servers(), auto_offset_reset="earliest",
+    consumer = KafkaConsumer(topic, **connection(), auto_offset_reset="earliest",
                              consumer_timeout_ms=10_000)
     got = []
     for record in consumer:

@@ -16,6 +16,7 @@ from cluster import connect, settings
 
 COMPOSE = settings.ROOT / "docker-compose.yml"
 DOCKERFILE = settings.ROOT / "cluster" / "Dockerfile"
+KAFKA_DOCKERFILE = settings.ROOT / "cluster" / "kafka.Dockerfile"
 
 
 def kafka_env_name(key: str) -> str:
@@ -39,7 +40,7 @@ def compose() -> dict:
 def brokers(compose) -> dict[int, dict]:
     found = {}
     for name, svc in compose["services"].items():
-        if svc.get("image", "").startswith("apache/kafka"):
+        if "KAFKA_NODE_ID" in svc.get("environment", {}):
             found[int(svc["environment"]["KAFKA_NODE_ID"])] = svc
     return found
 
@@ -64,7 +65,7 @@ def test_three_combined_kraft_nodes(brokers):
 
 
 def test_same_listener_names_as_the_local_cluster(brokers):
-    local = settings.Settings(home=settings.ROOT).broker_properties(1)
+    local = settings.Settings(home=settings.ROOT).broker_properties(1, "b", "a")
     for svc in brokers.values():
         env = svc["environment"]
         assert sorted(listener_names(env["KAFKA_LISTENERS"])) == sorted(settings.LISTENERS)
@@ -79,6 +80,30 @@ def test_same_teaching_settings_as_the_local_cluster(brokers):
         env = svc["environment"]
         for key, value in settings.TEACHING_DEFAULTS.items():
             assert env.get(kafka_env_name(key)) == value, f"kafka-{node}: {key} should be {value}"
+
+
+def test_same_logins_and_rights_as_the_local_cluster(brokers):
+    """Every login and authorization setting, passwords aside, is the local cluster's; the
+    passwords are the same in every place that names them."""
+    for node, svc in brokers.items():
+        env = svc["environment"]
+        jaas = env[kafka_env_name("listener.name.internal.plain.sasl.jaas.config")]
+        broker_pw = re.search(r'user_broker="([^"]+)"', jaas).group(1)
+        admin_pw = re.search(r'user_admin="([^"]+)"', jaas).group(1)
+        want = settings.login_properties(broker_pw, admin_pw, "localhost:19092")
+        for key, value in want.items():
+            assert env.get(kafka_env_name(key)) == value, f"kafka-{node}: {key}"
+
+
+def test_notebooks_log_in_as_the_student_the_setup_makes(compose, brokers):
+    setup, jupyter = compose["services"]["kafka-setup"], compose["services"]["jupyter"]
+    assert setup["command"][-2:] == ["add-user", "student"]
+    assert jupyter["environment"]["KAFKA_USERNAME"] == jupyter["environment"]["LAB_NAMESPACE"] == "student"
+    assert setup["environment"]["KAFKA_PASSWORD"] == jupyter["environment"]["KAFKA_PASSWORD"]
+    jaas = brokers[1]["environment"][kafka_env_name("listener.name.internal.plain.sasl.jaas.config")]
+    for svc in (setup, jupyter):
+        assert f'user_admin="{svc["environment"]["KAFKA_ADMIN_PASSWORD"]}"' in jaas
+    assert jupyter["depends_on"]["kafka-setup"]["condition"] == "service_completed_successfully"
 
 
 def test_host_ports_are_the_local_clusters_client_ports(brokers):
@@ -105,7 +130,8 @@ def test_cluster_id_is_a_kafka_uuid(brokers):
 def test_every_service_is_bounded_and_brokers_have_healthchecks(compose, brokers):
     heaps = []
     for svc in brokers.values():
-        assert "healthcheck" in svc and "kafka-broker-api-versions" in " ".join(svc["healthcheck"]["test"])
+        check = " ".join(svc["healthcheck"]["test"])
+        assert "kafka-broker-api-versions" in check and "--command-config" in check
         heaps.append(int(re.search(r"-Xmx(\d+)m", svc["environment"]["KAFKA_HEAP_OPTS"]).group(1)))
     assert sum(heaps) <= 1024, "three broker heaps must fit an 8 GB laptop with Spark and JupyterLab"
     assert all("mem_limit" in svc for svc in compose["services"].values())
@@ -113,10 +139,16 @@ def test_every_service_is_bounded_and_brokers_have_healthchecks(compose, brokers
 
 def test_images_are_the_pinned_ones(compose):
     images = settings.pins()["images"]
-    used = {svc["image"] for svc in compose["services"].values() if "image" in svc}
-    assert used == {images["kafka"], images["spark"]}
+    pulled = {svc["image"] for svc in compose["services"].values() if "build" not in svc}
+    assert pulled == {images["spark"]}
     base = re.search(r"ARG BASE_IMAGE=(\S+)", DOCKERFILE.read_text()).group(1)
     assert base == images["jupyter"]
+    kafka_args = dict(re.findall(r"ARG (\w+)=(\S+)", KAFKA_DOCKERFILE.read_text()))
+    assert (kafka_args["KAFKA_IMAGE"], kafka_args["JDK_IMAGE"]) == (images["kafka"], images["jdk"])
+    for svc in compose["services"].values():
+        if "KAFKA_NODE_ID" in svc.get("environment", {}):
+            assert svc["build"]["dockerfile"] == "cluster/kafka.Dockerfile"
+            assert svc["image"].endswith(":" + images["kafka"].split(":")[1])
 
 
 def test_jupyter_service_mounts_labs_and_runs_in_compose_mode(compose):

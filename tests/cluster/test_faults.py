@@ -14,7 +14,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from cluster import Cluster, ClusterError, bootstrap_servers, settings
+from cluster import Cluster, ClusterError, connection, settings
 from cluster.kafka import live_brokers
 
 DEADLINE_S = 60  # bound on every wait below
@@ -31,7 +31,7 @@ def wait_for(predicate, what: str, timeout: float = DEADLINE_S):
 
 
 def read_all(topic: str, partitions: int) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers(), enable_auto_commit=False,
+    consumer = KafkaConsumer(**connection(), enable_auto_commit=False,
                              consumer_timeout_ms=5000)
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     consumer.assign(tps)
@@ -48,7 +48,7 @@ def read_all(topic: str, partitions: int) -> list[bytes]:
 def test_acks_all_loses_nothing_when_a_broker_is_killed_mid_stream(healthy, admin, topic):
     admin.create_topics([NewTopic(topic, 3, 3)])
     admin.wait_for_topics([topic])
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers(), acks="all", retries=10**6,
+    producer = KafkaProducer(**connection(), acks="all", retries=10**6,
                              enable_idempotence=True, linger_ms=5, request_timeout_ms=15_000,
                              delivery_timeout_ms=120_000)
     acked: list[bytes] = []
@@ -93,7 +93,7 @@ def test_acks_all_loses_nothing_when_a_broker_is_killed_mid_stream(healthy, admi
 def test_stop_broker_is_clean_and_the_data_stays(healthy, admin, topic):
     admin.create_topics([NewTopic(topic, 1, 3)])
     admin.wait_for_topics([topic])
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers(), acks="all")
+    producer = KafkaProducer(**connection(), acks="all")
     for i in range(20):
         producer.send(topic, value=b"%d" % i)
     producer.flush()

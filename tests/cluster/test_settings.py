@@ -13,7 +13,7 @@ def test_every_port_is_distinct_and_in_its_block():
 
 
 def test_broker_properties_make_a_combined_kraft_node():
-    props = Settings(home=settings.ROOT / "x", port_base=19092).broker_properties(2)
+    props = Settings(home=settings.ROOT / "x", port_base=19092).broker_properties(2, "b", "a")
     assert props["process.roles"] == "broker,controller"
     assert props["node.id"] == "2"
     assert props["controller.quorum.voters"] == "1@127.0.0.1:19292,2@127.0.0.1:19293,3@127.0.0.1:19294"
@@ -21,6 +21,13 @@ def test_broker_properties_make_a_combined_kraft_node():
                                              "CONTROLLER://127.0.0.1:19293"]
     assert props["inter.broker.listener.name"] == "INTERNAL"
     assert props["default.replication.factor"] == "3" and props["min.insync.replicas"] == "2"
+    # every listener asks for a login, and no ACL means no access
+    assert props["listener.security.protocol.map"] == \
+        "EXTERNAL:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"
+    assert props["allow.everyone.if.no.acl.found"] == "false"
+    assert 'user_admin="a"' in props["listener.name.internal.plain.sasl.jaas.config"]
+    assert "user_admin" not in props["listener.name.controller.plain.sasl.jaas.config"]
+    assert props["course.policy.bootstrap.servers"] == "127.0.0.1:19193"
 
 
 def test_test_cluster_never_shares_ports_with_the_lab_cluster():

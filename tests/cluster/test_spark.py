@@ -8,7 +8,7 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import NewTopic
 
-from cluster import bootstrap_servers, spark_session
+from cluster import connection, spark_session
 from cluster.spark import kafka_options
 
 
@@ -24,7 +24,7 @@ def test_structured_streaming_reads_a_topic(spark, admin, topic, tmp_path):
 
     admin.create_topics([NewTopic(topic, 2, 3)])
     admin.wait_for_topics([topic])
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers(), acks="all",
+    producer = KafkaProducer(**connection(), acks="all",
                              value_serializer=lambda d: json.dumps(d).encode())
     flights = [{"origin": o, "delay": d} for o, d in
                [("JFK", 5), ("LGA", -3), ("JFK", 12), ("EWR", 0), ("LGA", 7), ("JFK", 1)]]
@@ -47,7 +47,7 @@ def test_structured_streaming_reads_a_topic(spark, admin, topic, tmp_path):
 def test_batch_read_sees_keys_partitions_and_offsets(spark, admin, topic):
     admin.create_topics([NewTopic(topic, 1, 3)])
     admin.wait_for_topics([topic])
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers())
+    producer = KafkaProducer(**connection())
     for i in range(5):
         producer.send(topic, key=b"k", value=b"v%d" % i)
     producer.flush()
