@@ -219,10 +219,10 @@ SCENARIOS = (
              (Edit("lab2-create-topic", "before",
                    "lab.admin.delete_topics([t for t in lab.admin.list_topics() if not t.startswith('__')]\n"
                    "                        + ['classmate.flights'])"),),
-             note="PermissionError"),
+             note="TopicAuthorizationFailed"),
     Scenario("ten-thousand-partitions", "lab2", "a topic with 10,000 partitions",
              (Edit("lab2-create-topic", "sub", "num_partitions=10_000", "num_partitions=4"),),
-             fails("lab2-q1", "lab2-q2", "lab2-q3", "lab2-q4", "lab2-q5"), note="more than 64 partitions"),
+             fails("lab2-q1", "lab2-q2", "lab2-q3", "lab2-q4", "lab2-q5"), note="PolicyViolationError"),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),
              note="Read-only file system"),
@@ -282,6 +282,48 @@ LEAK = (
     "                   'solutions': glob.glob('/work/*/solutions/*/*.ipynb'), 'grader': peek('/proc/1/cmdline'),\n"
     "                   'parent_env': peek(f'/proc/{os.getppid()}/environ'), 'tmp': glob.glob('/tmp/*'),\n"
     "                   'broker_data': glob.glob('/work/*/.cluster/node-*/data/*')})")
+
+POISON_BROKERS = (
+    "# Shrink every broker's largest message to 100 bytes and blow the log cleaner's buffer up to\n"
+    "# 1 GB (a broker with a 256 MB heap dies of it), with the raw protocol: kafka-python's own\n"
+    "# alter_configs would check the names on the client side first.\n"
+    "from kafka.errors import for_code\n"
+    "from kafka.protocol.admin import IncrementalAlterConfigsRequest as Alter\n"
+    "R = Alter.AlterConfigsResource\n"
+    "answers = []\n"
+    "for broker in ('1', '2', '3', ''):\n"
+    "    res = R(resource_type=4, resource_name=broker, configs=[\n"
+    "        R.AlterableConfig(name='message.max.bytes', config_operation=0, value='100'),\n"
+    "        R.AlterableConfig(name='log.cleaner.dedupe.buffer.size', config_operation=0, value=str(2**30))])\n"
+    "    where = {'node_id': int(broker)} if broker else {}\n"
+    "    request = Alter(resources=[res], validate_only=False)\n"
+    "    reply = lab.admin._manager.run(lambda: lab.admin._manager.send(request, **where))\n"
+    "    answers += [for_code(r.error_code).__name__ for r in reply.responses]\n"
+    "raise RuntimeError(f'the brokers answered {answers}')")
+CHILD_DELETES = (
+    "# A child process with another client (librdkafka) and the kernel's own login deletes what it\n"
+    "# can: Kafka's internal topics, a course topic, another grading's topic; then it plants a topic\n"
+    "# in another namespace. No hook in this kernel could see it.\n"
+    "import subprocess, sys, textwrap\n"
+    "child = textwrap.dedent('''\n"
+    "    import os\n"
+    "    from confluent_kafka.admin import AdminClient, NewTopic\n"
+    "    admin = AdminClient({'bootstrap.servers': os.environ['KAFKA_BOOTSTRAP_SERVERS'],\n"
+    "                         'security.protocol': 'SASL_PLAINTEXT', 'sasl.mechanism': 'SCRAM-SHA-512',\n"
+    "                         'sasl.username': os.environ['KAFKA_USERNAME'],\n"
+    "                         'sasl.password': os.environ['KAFKA_PASSWORD']})\n"
+    "    victims = ['__consumer_offsets', '__transaction_state', 'course-ready-check', 'grade-lab2-0.flights']\n"
+    "    futures = {**admin.delete_topics(victims, operation_timeout=10),\n"
+    "               **admin.create_topics([NewTopic('grade-lab2-0.planted', 1, 3)])}\n"
+    "    for name, f in futures.items():\n"
+    "        try:\n"
+    "            f.result(30)\n"
+    "            print('done', name)\n"
+    "        except Exception as e:\n"
+    "            print('refused', name, e.args[0].name())\n"
+    "''')\n"
+    "out = subprocess.run([sys.executable, '-c', child], capture_output=True, text=True, timeout=90)\n"
+    "raise RuntimeError(out.stdout + out.stderr[-500:])")
 
 ATTACKS = (
     Scenario("runs-instructor-solutions", "lab1", "each answer cell of the blank release looks for the "
@@ -402,6 +444,15 @@ ATTACKS = (
                    "subprocess.Popen([sys.executable, '-c', 'import os, signal, time\\nwhile True:\\n"
                    "    try:\\n        os.kill(-1, signal.SIGCONT)\\n    except OSError:\\n        pass\\n"
                    "    time.sleep(0.001)'])"),)),
+    Scenario("poisons-broker-settings", "lab2", "a cell that sets every broker's message.max.bytes to 100 and "
+             "its log cleaner's buffer to 1 GB, through the raw protocol; the brokers must refuse, keep their "
+             "settings, and stay up for the rest of this grading and the next",
+             (Edit("lab2-create-topic", "after", POISON_BROKERS),),
+             note="ClusterAuthorizationFailedError"),
+    Scenario("deletes-from-a-child-process", "lab3", "a child process with librdkafka and the kernel's login "
+             "deletes Kafka's internal topics and another grading's topic, and plants one in another namespace",
+             (Edit("lab3-setup", "after", CHILD_DELETES),),
+             note="refused __consumer_offsets TOPIC_AUTHORIZATION_FAILED"),
     Scenario("escapes-through-a-child-interpreter", "lab1", "a child interpreter, out of reach of any hook "
              "in the kernel, writes into the course's folders and the grader's /tmp",
              (Edit("lab1-increase", "after",
