@@ -27,7 +27,7 @@ import nbformat
 
 from cluster import accounts
 from cluster.accounts import Account
-from cluster.connect import admin_connection, bootstrap_servers
+from cluster.connect import admin_connection, anything_listens, bootstrap_servers
 from cluster.settings import ROOT
 
 from .checks import CheckFailed, Context, checks_for, run_cleanups
@@ -131,6 +131,9 @@ def check_cluster(job: Job) -> None:
         job.bootstrap, job.admin = bootstrap_servers(), admin_connection()
     except ValueError as e:
         raise InfrastructureError(str(e)) from None
+    if not anything_listens(job.admin["bootstrap_servers"]):
+        raise InfrastructureError(f"the Kafka cluster at {job.admin['bootstrap_servers']} does not answer (nothing "
+                                  "listens there). Start it with `python -m cluster up`.")
     try:
         admin = KafkaAdminClient(**job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000, client_id="grader")
         try:

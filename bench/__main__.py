@@ -80,8 +80,10 @@ def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
         tmp = Path(tmp)
         c = fresh_cluster(tmp, "grading")
         c.up(echo=lambda *_: None)
-        env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=c.bootstrap_servers)
+        env = dict(os.environ, COURSE_CLUSTER_HOME=str(c.cfg.home), COURSE_PORT_BASE=str(BENCH_PORT_BASE))
+        env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
         try:
+            rows.append(("make and remove a grading's Kafka user and ACLs", access_times(c, 10), "s", None))
             for lab in labs:
                 # With the sandbox (how grading runs), and without it (--no-sandbox): what the
                 # sandbox costs per grading.
@@ -104,6 +106,23 @@ def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
         finally:
             c.down(wipe=True)
     return rows
+
+
+def access_times(c: Cluster, runs: int) -> list[float]:
+    """What logins and rights add to each grading: a user with its ACLs, made and removed."""
+    from cluster import accounts
+
+    admin = c.admin()
+    times = []
+    try:
+        for i in range(runs):
+            t = time.perf_counter()
+            accounts.grant(admin, accounts.Account(f"bench-{i}", accounts.new_password()), f"bench-{i}")
+            accounts.revoke(admin, f"bench-{i}")
+            times.append(time.perf_counter() - t)
+    finally:
+        admin.close()
+    return times
 
 
 def print_table(rows: list[tuple]) -> None:
@@ -130,7 +149,7 @@ def main(argv=None) -> int:
     p.add_argument("--labs", nargs="*", help="grade only these labs (default: all)")
     a = p.parse_args(argv)
     print(f"Benchmark: {os.cpu_count()} cores, Kafka {settings.kafka_version()}, "
-          f"heap {settings.BROKER_HEAP} per broker\n")
+          f"heap {settings.BROKER_HEAP} per broker, every client logged in (SASL) and authorized (ACLs)\n")
     rows = []
     if a.only in (None, "cluster"):
         rows += bench_cluster(a.runs, a.cold_runs)

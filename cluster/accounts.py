@@ -18,9 +18,12 @@ to the grading kernel, and is deleted when the grading ends.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import secrets as _random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,17 +101,33 @@ class Secrets:
             json.dump(data, f, indent=2)
         os.replace(tmp, self.path)
 
+    @contextlib.contextmanager
+    def _locked(self):
+        """One writer at a time across processes (notebooks, scripts, tests): a read-modify-write
+        must not drop a password another process just added."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def exists(self) -> bool:
         return self.path.exists()
 
     def ensure(self) -> dict:
         """The secrets, with the brokers' and the admin's passwords made on first use."""
         data = self._read()
-        if not {BROKER_USER, ADMIN_USER} <= data.keys():
-            data.setdefault(BROKER_USER, new_password())
-            data.setdefault(ADMIN_USER, new_password())
-            data.setdefault("students", {})
-            self._write(data)
+        if {BROKER_USER, ADMIN_USER} <= data.keys():
+            return data
+        with self._locked():
+            data = self._read()
+            if not {BROKER_USER, ADMIN_USER} <= data.keys():
+                data.setdefault(BROKER_USER, new_password())
+                data.setdefault(ADMIN_USER, new_password())
+                data.setdefault("students", {})
+                self._write(data)
         return data
 
     def broker(self) -> Account:
@@ -118,12 +137,14 @@ class Secrets:
         return Account(ADMIN_USER, self.ensure()[ADMIN_USER], PLAIN)
 
     def student(self, namespace: str, create: bool = False) -> Account | None:
-        data = self.ensure()
-        password = data.get("students", {}).get(namespace)
+        password = self.ensure().get("students", {}).get(namespace)
         if password is None and create:
-            password = new_password()
-            data.setdefault("students", {})[namespace] = password
-            self._write(data)
+            with self._locked():
+                data = self._read()
+                password = data.setdefault("students", {}).get(namespace)
+                if password is None:
+                    password = data["students"][namespace] = new_password()
+                    self._write(data)
         return Account(namespace, password) if password else None
 
 
@@ -175,8 +196,12 @@ def grant(admin, account: Account, namespace: str) -> None:
     if errors.get(account.username):
         raise RuntimeError(f"The brokers refused to set the password of {account.username!r}: "
                            f"{errors[account.username]}")
-    _raise_acl_errors(admin.create_acls(namespace_acls(account.username, namespace)),
-                      f"grant {account.username!r} its namespace")
+    acls = namespace_acls(account.username, namespace)
+    _raise_acl_errors(admin.create_acls(acls), f"grant {account.username!r} its namespace")
+    # The controller has them now; each broker learns them a moment later. The user may log in
+    # at once (a grading's kernel does), so wait until every broker knows: brokers apply
+    # metadata in order, and the ACLs came after the password.
+    wait_until_every_broker(admin, account.username, lambda found: found >= len(acls), "learn of")
 
 
 def protect(admin, user: str, topics=(), groups=()) -> None:
@@ -192,13 +217,38 @@ def revoke(admin, user: str) -> None:
                              ResourcePatternFilter, ResourceType, UserScramCredentialDeletion)
     from kafka.errors import ResourceNotFoundError
 
-    everything = ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY)
-    admin.delete_acls([ACLFilter(f"User:{user}", None, ACLOperation.ANY, ACLPermissionType.ANY,
-                                 everything)])
-    try:
+    try:   # the password first: once the ACLs are gone everywhere, so is the password (metadata is ordered)
         admin.alter_user_scram_credentials([UserScramCredentialDeletion(user, SCRAM)])
     except ResourceNotFoundError:
         pass
+    everything = ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY)
+    admin.delete_acls([ACLFilter(f"User:{user}", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                 everything)])
+    wait_until_every_broker(admin, user, lambda found: found == 0, "forget")
+
+
+def acl_count_on(admin, node_id: int, user: str) -> int:
+    """How many ACLs naming the user one broker knows (asked of that broker itself)."""
+    from kafka.admin import ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourceType
+    from kafka.protocol.admin import DescribeAclsRequest
+
+    request = DescribeAclsRequest(resource_type_filter=ResourceType.ANY, resource_name_filter=None,
+                                  pattern_type_filter=ACLResourcePatternType.ANY, principal_filter=f"User:{user}",
+                                  host_filter=None, operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY)
+    response = admin._manager.run(lambda: admin._manager.send(request, node_id=node_id))
+    return sum(len(r.acls) for r in response.resources)
+
+
+def wait_until_every_broker(admin, user: str, done, what: str, timeout_s: float = 30.0) -> None:
+    """Wait, bounded, until every live broker's ACLs for `user` satisfy done(count)."""
+    brokers = [b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")]
+    deadline = time.monotonic() + timeout_s
+    for node in brokers:
+        while not done(acl_count_on(admin, node, user)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Broker {node} did not {what} the rights of {user!r} within {timeout_s:.0f} s; "
+                                   "see `python -m cluster status`.")
+            time.sleep(0.05)
 
 
 def users(admin) -> list[str]:

@@ -52,6 +52,21 @@ def bootstrap_servers() -> str:
     return Settings.from_env().bootstrap_servers
 
 
+def anything_listens(servers: str, timeout_s: float = 2.0) -> bool:
+    """Does any of "host:port,host:port" accept a TCP connection? (Kafka's own client would
+    retry for half a minute before it says that nobody answers.)"""
+    import socket
+
+    for server in servers.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 def namespace() -> str:
     """The prefix of your topic and group names: LAB_NAMESPACE, else your user name, made
     safe for Kafka names (letters, digits, '-')."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from . import settings
-from .connect import bootstrap_servers, connection, group_name, namespace, topic_name
+from .connect import anything_listens, bootstrap_servers, connection, group_name, namespace, topic_name
 
 FLIGHTS_FILE = settings.ROOT / "datasets" / "flights-2013-01.csv.gz"
 INT_COLUMNS = ("year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time",
@@ -66,7 +66,7 @@ def start_lab(name: str, clean: bool = True) -> Lab:
     from kafka.errors import KafkaError
 
     servers = bootstrap_servers()
-    if not any(_listening(server) for server in servers.split(",")):
+    if not anything_listens(servers):
         raise RuntimeError(
             f"No Kafka broker answers at {servers}. Start the cluster in a terminal "
             "with `make up` (or `python -m cluster up`), then run this cell again.")
@@ -82,19 +82,6 @@ def start_lab(name: str, clean: bool = True) -> Lab:
     print(f"{name}: Kafka at {lab.bootstrap_servers}; your namespace is '{lab.namespace}'"
           + (f"; removed {len(removed)} old topic(s)" if removed else ""))
     return lab
-
-
-def _listening(server: str, timeout_s: float = 2.0) -> bool:
-    """Does anything accept a TCP connection at "host:port"? (Kafka's own client would retry
-    for half a minute before it says the same.)"""
-    import socket
-
-    host, _, port = server.strip().rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            return True
-    except (OSError, ValueError):
-        return False
 
 
 def load_flights(day: int | None = None, origin: str | None = None) -> list[dict]:

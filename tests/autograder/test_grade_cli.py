@@ -100,13 +100,13 @@ def test_deleting_every_topic_spares_other_users(cluster, admin, tmp_path):
     bystander = f"someone-else.{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(bystander, 1, 3)])
     admin.wait_for_topics([bystander])
-    producer = KafkaProducer(**connection())
+    producer = KafkaProducer(**cluster.admin_connection())
     producer.send(bystander, b"precious").get(timeout=30)
     producer.close()
     lab, nb = scenario_notebook("deletes-every-topic", tmp_path)
     _, data = grade(lab, nb, tmp_path / "r.json")
     assert data["score"] == 10
-    assert "refused to delete topics" in data["output"] or "PermissionError" in data["output"]
+    assert "TopicAuthorizationFailed" in data["output"]   # the brokers refused, not a hook in the kernel
     assert bystander in admin.list_topics()
     admin.delete_topics([bystander])
 
