@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-fast bench up down status jars install release selftest clean
+.PHONY: lab test test-fast bench up down status jars install release selftest student-kit clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; found " + sys.version.split()[0])'
@@ -49,6 +49,10 @@ bench: jars
 release: $(STAMP)
 	@for lab in $$(ls solutions); do \
 	  $(VENV)/bin/nbgrader generate_assignment $$lab --force --no-db --log-level=WARN || exit 1; done
+
+# What students get: labs, cluster and self-checks, without solutions/ or the grading corpus.
+student-kit: release
+	$(PY) -m autograder student-kit build/student-kit
 
 selftest: up
 	$(PY) -m autograder selftest

@@ -1,4 +1,4 @@
-"""python -m autograder grade <lab> <notebook.ipynb> [--json FILE] | selftest"""
+"""python -m autograder grade <lab> <notebook.ipynb> [--json FILE] | selftest | student-kit DIR"""
 
 from __future__ import annotations
 
@@ -31,6 +31,12 @@ def cmd_selftest(a) -> int:
     return selftest(labs=a.labs, jobs=a.jobs, write_corpus=a.write_corpus, only=a.only, via=a.via)
 
 
+def cmd_student_kit(a) -> int:
+    from .kit import main
+
+    return main(a.dir)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m autograder", description="Grade notebooks against the live cluster.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -57,6 +63,9 @@ def parser() -> argparse.ArgumentParser:
                    help="grade through the CLI (default), or through real `nbgrader autograde` in a course folder "
                         "of its own (one lab at a time: slower)")
     s.set_defaults(func=cmd_selftest)
+    k = sub.add_parser("student-kit", help="write what students get (labs, cluster, self-checks; no solutions)")
+    k.add_argument("dir", help="the folder to write (replaced if it exists)")
+    k.set_defaults(func=cmd_student_kit)
     return p
 
 

@@ -223,6 +223,26 @@ SCENARIOS = (
     Scenario("ten-thousand-partitions", "lab2", "a topic with 10,000 partitions",
              (Edit("lab2-create-topic", "sub", "num_partitions=10_000", "num_partitions=4"),),
              fails("lab2-q1", "lab2-q2", "lab2-q3", "lab2-q4", "lab2-q5"), note="PolicyViolationError"),
+    # Correct work in other styles: answers held in types the solutions never use.
+    Scenario("counts-in-a-counter", "lab1", "consume_counts sums with collections.Counter and returns it",
+             (Edit("lab1-consume", "sub", "    from collections import Counter\n    totals = Counter()\n    for record in consumer:\n"
+                   "        key, amount = decode_event(record.value)\n        totals[key] += amount\n",
+                   "    totals = {}\n    for record in consumer:\n"
+                   "        key, amount = decode_event(record.value)\n"
+                   "        totals[key] = totals.get(key, 0) + amount\n"),),
+             fails()),
+    Scenario("delays-with-pandas", "lab2", "the averages computed with a pandas DataFrame (numpy floats in a "
+             "pandas Series), offsets committed all the same",
+             (Edit("lab2-consume", "sub", "    import pandas as pd\n"
+                   "    frame = pd.DataFrame({'sum': pd.Series(sums), 'n': pd.Series(counts)})\n"
+                   "    return (frame['sum'] / frame['n']).round(2)\n",
+                   "    return {o: round(sums[o] / counts[o], 2) for o in sums}\n"),),
+             fails()),
+    Scenario("skew-as-numpy", "lab3", "messages_per_partition with numpy integers as its keys and values",
+             (Edit("lab3-skew", "sub", "import numpy as np\n"
+                   "messages_per_partition = {np.int64(tp.partition): np.int64(offset) for tp, offset in ends.items()}",
+                   "messages_per_partition = {tp.partition: offset for tp, offset in ends.items()}"),),
+             fails()),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),
              note="Read-only file system"),

@@ -18,15 +18,40 @@ class CheckFailed(AssertionError):
             msg += f"\n  hint: {hint}"
         super().__init__(msg)
 
+    def _render_traceback_(self) -> list[str]:
+        """In JupyterLab, a failed self-check shows its message, expected, found and hint:
+        not thirty lines of the grader's own source before them."""
+        return [f"\x1b[31m{type(self).__name__}\x1b[0m: {str(self).splitlines()[0]}", *str(self).splitlines()[1:]]
+
 
 def _short(value: Any, limit: int = 300) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
+RUN_ALL = "Kernel > Restart Kernel and Run All Cells…"
+
+
 class MissingAnswer(CheckFailed):
     def __init__(self, name: str, error: str = ""):
         hint = (f"Run the cell that defines `{name}` before this test." if not error else
-                "Run your notebook from the top (Kernel > Restart & Run All) and fix the first error.")
+                f"Run your notebook from the top ({RUN_ALL}) and fix the first error.")
         super().__init__(f"`{name}` is not defined or could not be evaluated" + (f" ({error})" if error else ""),
                          hint=hint)
+
+
+class NotWritten(CheckFailed):
+    """The answer's cell still says `raise NotImplementedError()`."""
+
+    def __init__(self, expr: str):
+        name = expr.split("(")[0].split(".")[0]
+        super().__init__(f"`{name}` is not written yet (it still raises NotImplementedError)",
+                         hint=f"Replace `raise NotImplementedError()` in the cell that defines `{name}` with your "
+                              "code, run that cell, then this test.")
+
+
+class NotPlainValue(CheckFailed):
+    def __init__(self, expr: str, why: str):
+        super().__init__(f"`{expr}` is {why}",
+                         hint="Keep the answer in numbers, strings, lists, tuples, sets or dicts (numpy and pandas "
+                              "values, Counter and defaultdict are fine too).")

@@ -36,7 +36,7 @@ from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
 from traitlets import default
 
-from .errors import CheckFailed, MissingAnswer
+from .errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten
 from .sandbox import Jail, Sandbox
 
 CELL_TIMEOUT_S = 60          # one cell
@@ -260,7 +260,8 @@ class KernelSession:
             self.jail.thaw(main_only=True)
         try:
             msg_id = self.client.kc.execute("", silent=True, store_history=False,
-                                            user_expressions={"v": f"__import__('builtins').repr({expr})"})
+                                            user_expressions={"v": f"__import__('autograder.plain', fromlist=['_'])"
+                                                                   f".plain_repr({expr})"})
             reply = self._reply(msg_id, VALUE_TIMEOUT_S)
             if reply is None:
                 self.jail.signal(signal.SIGINT)
@@ -275,6 +276,8 @@ class KernelSession:
             name, err = str(result.get("ename", "Error"))[:100], str(result.get("evalue", ""))[:500]
             if name == "NameError":
                 raise MissingAnswer(expr.split("(")[0].split(".")[0], err)
+            if name == "NotImplementedError":
+                raise NotWritten(expr)
             raise CheckFailed(f"`{expr}` raised {name}: {err}",
                               hint="Fix the error in your code, then run the notebook again from the top.")
         text = str(result.get("data", {}).get("text/plain", ""))
@@ -282,7 +285,12 @@ class KernelSession:
             raise CheckFailed(f"`{expr}` is too large to check ({len(text):,} characters; at most "
                               f"{MAX_VALUE_CHARS:,})", hint="Keep only what the question asks for.")
         try:
-            return ast.literal_eval(ast.literal_eval(text))
+            found = ast.literal_eval(ast.literal_eval(text))
         except Exception:   # not a literal, or nested too deep for the parser
             raise CheckFailed(f"`{expr}` is not a plain value (number, string, bytes, list, dict ...)",
                               found=text[:200]) from None
+        if not (isinstance(found, tuple) and len(found) == 2 and found[0] in ("ok", "not plain")):
+            raise CheckFailed(f"`{expr}` could not be read", found=text[:200])
+        if found[0] == "not plain":
+            raise NotPlainValue(expr, str(found[1]))
+        return found[1]

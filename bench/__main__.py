@@ -1,7 +1,7 @@
 """make bench: speed and memory targets, printed as a table (never asserted in tests).
 
 Cluster start-up and memory; grading time per lab and its stability (one score over many
-runs). Runs its own cluster on its own ports (39092...) in a temporary folder, so neither a
+runs). Runs its own cluster on its own ports (settings.BENCH_PORT_BASE) in a temporary folder, so neither a
 lab cluster nor the test cluster is touched.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cluster import Cluster, settings
 
-BENCH_PORT_BASE = 39092
+BENCH_PORT_BASE = settings.BENCH_PORT_BASE
 
 
 def fresh_cluster(tmp: Path, name: str) -> Cluster:

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from ..errors import CheckFailed, MissingAnswer  # noqa: F401 - the checks' vocabulary
+from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten  # noqa: F401 - the checks' vocabulary
+from ..plain import NotPlain, plain
 
 DEFAULT_SEED = 6544  # self-checks in a student's kernel; grading uses the course's secret seed
 
@@ -50,12 +51,18 @@ class LocalSubmission:
 
     def value(self, expr: str) -> Any:
         try:
-            return eval(expr, self.ns)  # noqa: S307 - the student's own kernel
+            found = eval(expr, self.ns)  # noqa: S307 - the student's own kernel
         except NameError as e:
             raise MissingAnswer(expr.split("(")[0], str(e)) from None
+        except NotImplementedError:
+            raise NotWritten(expr) from None
         except Exception as e:
             raise CheckFailed(f"`{expr}` raised {type(e).__name__}: {e}",
                               hint="Fix the error in your code, then run this test again.") from None
+        try:
+            return plain(found)     # numpy, pandas, Counter ...: judged by value, as when graded
+        except NotPlain as e:
+            raise NotPlainValue(expr, str(e)) from None
 
 
 @dataclass

@@ -74,7 +74,8 @@ def first_record_metadata(ctx: Context) -> None:
     got = ctx.sub.value("first_sent")
     expect(isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(x, int) for x in got),
            "first_sent should be a (partition, offset) pair", found=got,
-           hint="meta = futures[0].get(timeout=10); first_sent = (meta.partition, meta.offset)")
+           hint="send() returns a future; once the first flight's future completes, its record metadata "
+                "says which partition and offset the broker gave it.")
     partition, offset = got
     first = day_one()[0]
     match = [r for r in read_all(ctx, TOPIC) if r.partition == partition and r.offset == offset]
@@ -96,9 +97,12 @@ def delays_by_origin(ctx: Context) -> None:
             counts[f["origin"]] += 1
     truth = {o: round(sums[o] / counts[o], 2) for o in sums}
     got = ctx.sub.value("delays")
-    expect_equal(got, truth, "delays: mean dep_delay per origin, rounded to 2 decimals",
-                 hint="Skip flights without a dep_delay (cancelled: HasField('dep_delay') is False), and read "
-                      "from the earliest offset until polls come back empty.")
+    # Rounded by Python, numpy or pandas, the last digit may differ: within half a cent is right.
+    close = (isinstance(got, dict) and set(got) == set(truth)
+             and all(isinstance(got[o], (int, float)) and abs(got[o] - truth[o]) <= 0.0051 for o in truth))
+    expect(close, "delays: mean dep_delay per origin, rounded to 2 decimals", truth, got,
+           hint="Skip flights without a dep_delay (cancelled: HasField('dep_delay') is False), and read "
+                "from the earliest offset until polls come back empty.")
     committed = committed_offsets(ctx, "delays", TOPIC)
     expect_equal(committed, end_offsets(ctx, TOPIC), f"offsets committed by group {ctx.group('delays')}",
                  hint="Commit (consumer.commit()) after processing, before close().")

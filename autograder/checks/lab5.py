@@ -4,7 +4,6 @@ consumer that survives being killed (the grader kills it, at seeded moments)."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 
 from kafka import TopicPartition
 
@@ -27,12 +26,11 @@ def flight_id(f: dict) -> str:
 def true_stats() -> dict:
     from cluster.lab import load_flights
 
-    stats = defaultdict(lambda: {"flights": 0, "delay_sum": 0})
-    for f in load_flights(day=1):
-        s = stats[f["origin"]]
-        s["flights"] += 1
-        s["delay_sum"] += f["dep_delay"] or 0
-    return dict(stats)
+    flights = load_flights(day=1)
+    origins = sorted({f["origin"] for f in flights})
+    return {o: {"flights": sum(f["origin"] == o for f in flights),
+                "delay_sum": sum(f["dep_delay"] for f in flights if f["origin"] == o and f["dep_delay"])}
+            for o in origins}
 
 
 @check("lab5-q1")

@@ -17,7 +17,6 @@ from kafka.admin import NewTopic
 
 from autograder.corpus import Edit, Scenario, scenarios
 from autograder.pipeline import SOLUTIONS
-from cluster import connection
 
 
 def grade(lab: str, notebook: Path, out: Path, env: dict | None = None, *extra: str):

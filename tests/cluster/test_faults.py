@@ -131,7 +131,7 @@ def test_port_in_use_is_named_and_nothing_changes(cluster, tmp_path):
 
 
 def test_stale_data_folder_suggests_wipe(tmp_path):
-    cfg = settings.Settings(home=tmp_path / "c", port_base=39092)
+    cfg = settings.Settings(home=tmp_path / "c", port_base=settings.THROWAWAY_PORT_BASE)
     data = cfg.node_dir(1) / "data"
     data.mkdir(parents=True)
     (data / "meta.properties").write_text("cluster.id=someone-else\nnode.id=1\nversion=1\n")
@@ -147,7 +147,7 @@ def test_stale_data_folder_suggests_wipe(tmp_path):
 
 def cli(tmp_path, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess:
     """`python -m cluster ARGS` for a throwaway cluster (its own folder and unused ports)."""
-    full = dict(os.environ, COURSE_CLUSTER_HOME=str(tmp_path / "c"), COURSE_PORT_BASE="39092", **env)
+    full = dict(os.environ, COURSE_CLUSTER_HOME=str(tmp_path / "c"), COURSE_PORT_BASE=str(settings.THROWAWAY_PORT_BASE), **env)
     return subprocess.run([sys.executable, "-m", "cluster", *args], env=full, capture_output=True, text=True,
                           timeout=timeout)
 

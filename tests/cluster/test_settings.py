@@ -30,6 +30,13 @@ def test_broker_properties_make_a_combined_kraft_node():
     assert props["course.policy.bootstrap.servers"] == "127.0.0.1:19193"
 
 
+def test_course_ports_are_below_the_ephemeral_range():
+    for base in (settings.DEFAULT_PORT_BASE, settings.TEST_PORT_BASE, settings.THROWAWAY_PORT_BASE,
+                 settings.BENCH_PORT_BASE):
+        cfg = Settings(home=settings.ROOT, port_base=base)
+        assert max(cfg.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS) < 32768
+
+
 def test_test_cluster_never_shares_ports_with_the_lab_cluster():
     lab, test = Settings(home=settings.ROOT), Settings(home=settings.ROOT, port_base=settings.TEST_PORT_BASE)
     lab_ports = {lab.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS}

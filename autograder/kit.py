@@ -1,0 +1,122 @@
+"""The student kit: what students get, without what would hand them the answers.
+
+    python -m autograder student-kit DIR      (or: make student-kit)
+
+Writes DIR with the released labs (labs/, generated from solutions/ by nbgrader), the
+cluster (cluster/), the data (datasets/), the self-checks a test cell calls
+(`grade("lab1-q2")`) and the set-up files (pyproject.toml, Makefile, docker-compose.yml).
+Left out: solutions/, the tests, the grading corpus and self-test, the grading pipeline,
+and any secret of the course (.grading-secret, a cluster's passwords).
+
+Hand DIR out as it is (a zip, or a repository of its own for the class); students run
+`make lab` in it, as the README there says.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from cluster.settings import ROOT
+
+# Files and folders copied as they are.
+COPIED = ("labs", "cluster", "datasets", "pyproject.toml", "docker-compose.yml", ".gitignore")
+# The part of the autograder a student's notebook uses: the self-check library and what it
+# imports. The grading pipeline, the corpus (its attacks and mistakes) and the self-test stay
+# with the course staff.
+AUTOGRADER = ("__init__.py", "errors.py", "plain.py", "protos.py", "harness.py", "sandbox.py", "checks")
+LEFT_OUT = ("solutions", "tests", "bench", "nbgrader_config.py", ".grading-secret",
+            "autograder/corpus.py", "autograder/selftest.py", "autograder/pipeline.py",
+            "autograder/nbgrader_step.py", "autograder/kit.py")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*_pb2*.py", "*.egg-info")
+
+STUDENT_MAKEFILE = """\
+# make lab    virtual environment, jars, the three-broker cluster, then JupyterLab on labs/
+# make up / make down / make status    the cluster alone
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: lab up down status install
+
+$(STAMP): pyproject.toml
+\t@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed")'
+\t$(PYTHON) -m venv $(VENV)
+\t$(PY) -m pip install --quiet --upgrade pip
+\t$(PY) -m pip install --quiet -e .
+\t@touch $(STAMP)
+
+install: $(STAMP)
+
+up: $(STAMP)
+\t$(PY) -m cluster up
+
+down:
+\t@if [ -x $(PY) ]; then $(PY) -m cluster down; fi
+
+status: $(STAMP)
+\t$(PY) -m cluster status
+
+lab: up
+\t$(VENV)/bin/jupyter lab --notebook-dir=labs $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+"""
+
+STUDENT_README = """\
+# Kafka & streaming ETL: the labs
+
+You need Linux or macOS (Windows: WSL 2) with Python 3.11+, a JDK 17+ and `make`.
+
+```sh
+make lab      # installs everything, starts a three-broker Kafka cluster, opens JupyterLab
+```
+
+The first run downloads Python packages and Kafka's jars (a few minutes); later runs start
+in about 15 seconds. `make down` stops the cluster (your topics are kept), `make status`
+shows it. With Docker instead: `docker compose up`, then open http://localhost:8888.
+
+Work through `labs/lab1` to `labs/lab5` in order. Run each notebook from the top; every
+graded part has a test cell right below it, `grade("lab1-q2")`, that checks your work
+against the live cluster and says what it expected, what it found and what to try. Your
+course grades the notebook you hand in the same way, in a fresh kernel.
+
+If something goes wrong, `python -m cluster status` and `python -m cluster logs` say what
+the brokers are doing; every error message of the kit says what to do next.
+"""
+
+
+def build(target: Path) -> Path:
+    """Write the kit into `target` (replaced if it exists) and return it."""
+    target = Path(target).resolve()
+    if target == ROOT or target in ROOT.parents or (target.parent == ROOT and target.name in (*COPIED, *LEFT_OUT)):
+        raise ValueError(f"{target} is part of the course itself; choose another folder")
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, target / name, ignore=IGNORED)
+        elif src.exists():
+            shutil.copy2(src, target / name)
+    (target / "autograder").mkdir()
+    for name in AUTOGRADER:
+        src = ROOT / "autograder" / name
+        if src.is_dir():
+            shutil.copytree(src, target / "autograder" / name, ignore=IGNORED)
+        else:
+            shutil.copy2(src, target / "autograder" / name)
+    (target / "Makefile").write_text(STUDENT_MAKEFILE)
+    (target / "README.md").write_text(STUDENT_README)
+    return target
+
+
+def files(target: Path) -> list[str]:
+    """Every file of the kit, relative to it (for a listing or a test)."""
+    return sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+
+
+def main(target: str) -> int:
+    out = build(Path(target))
+    print(f"Student kit written to {out}: {len(files(out))} files, without {', '.join(LEFT_OUT)}.")
+    return 0

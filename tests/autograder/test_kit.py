@@ -1,0 +1,87 @@
+"""The student kit holds the labs and the cluster, and nothing that hands out answers."""
+
+from __future__ import annotations
+
+import os
+
+import nbformat
+import pytest
+
+from autograder import kit
+from autograder.pipeline import SOLUTIONS
+
+
+def solution_lines() -> set[str]:
+    """Every substantial line the solutions write between BEGIN and END SOLUTION that the
+    released notebooks do not give away themselves (a loop header the lab provides elsewhere)."""
+    from autograder.pipeline import RELEASE
+
+    given = {line.strip() for path in RELEASE.glob("*/*.ipynb")
+             for cell in nbformat.read(path, as_version=4).cells for line in cell.source.splitlines()}
+    lines = set()
+    for path in SOLUTIONS.glob("*/*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            inside = False
+            for line in cell.source.splitlines():
+                if "BEGIN SOLUTION" in line:
+                    inside = True
+                elif "END SOLUTION" in line:
+                    inside = False
+                elif inside and len(line.strip()) >= 25 and line.strip() not in given:
+                    lines.add(line.strip())
+    return lines
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    return kit.build(tmp_path_factory.mktemp("kit") / "kafka-course")
+
+
+def test_the_kit_has_the_labs_and_the_cluster_and_no_answers(built):
+    files = kit.files(built)
+    assert {"labs/lab1/lab1.ipynb", "cluster/connect.py", "autograder/checks/lab1.py", "Makefile",
+            "README.md", "pyproject.toml"} <= set(files)
+    for gone in ("solutions/", "tests/", "autograder/corpus.py", "autograder/selftest.py", "autograder/pipeline.py",
+                 ".grading-secret", "secrets.json"):
+        assert not any(f.startswith(gone) or f.endswith(gone) for f in files), gone
+    answers = solution_lines()
+    assert len(answers) > 50   # the solutions do have answers to look for
+    for name in files:
+        text = (built / name).read_text(errors="replace")
+        assert "BEGIN SOLUTION" not in text, name
+        leaked = [line for line in answers if line in text]
+        assert not leaked, f"{name} holds solution code: {leaked[:3]}"
+
+
+def test_building_over_the_course_itself_is_refused():
+    from cluster.settings import ROOT
+
+    for target in (ROOT, ROOT / "labs", ROOT / "solutions", ROOT.parent):
+        with pytest.raises(ValueError, match="part of the course"):
+            kit.build(target)
+
+
+def test_a_lab_runs_from_the_kit(cluster, built):
+    """The kit's own packages (not the course's) start a lab against the live cluster, and its
+    self-check answers a blank part with a message."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(nbformat.read(built / "labs/lab1/lab1.ipynb", as_version=4).cells[1].source),
+        nbformat.v4.new_code_cell("import cluster, autograder\nprint(cluster.__file__, autograder.__file__)"),
+        nbformat.v4.new_code_cell("try:\n    grade('lab1-q1')\nexcept AssertionError as e:\n    print('CHECK SAID', e)"),
+    ])
+    env = dict(os.environ, PYTHONPATH=str(built), LAB_NAMESPACE="kit")
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(built / "labs/lab1")}})
+    old = dict(os.environ)
+    os.environ.update(env)   # the kernel inherits this process's environment
+    try:
+        client.execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    printed = ["".join(o.get("text", "") for o in c.outputs) for c in nb.cells]
+    assert "lab1: Kafka at" in printed[0]
+    paths = printed[1].split()
+    assert all(p.startswith(str(built)) for p in paths), paths
+    assert "CHECK SAID" in printed[2] and "not written yet" in printed[2], printed[2]
