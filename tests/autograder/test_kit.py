@@ -66,8 +66,11 @@ def test_a_lab_runs_from_the_kit(cluster, built):
     self-check answers a blank part with a message."""
     from nbclient import NotebookClient
 
+    release = nbformat.read(built / "labs/lab1/lab1.ipynb", as_version=4).cells
+    blank_answer = next(c for c in release if c.metadata.get("nbgrader", {}).get("grade_id") == "lab1-increase")
     nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell(nbformat.read(built / "labs/lab1/lab1.ipynb", as_version=4).cells[1].source),
+        nbformat.v4.new_code_cell(release[1].source),
+        nbformat.v4.new_code_cell(blank_answer.source),
         nbformat.v4.new_code_cell("import cluster, autograder\nprint(cluster.__file__, autograder.__file__)"),
         nbformat.v4.new_code_cell("try:\n    grade('lab1-q1')\nexcept AssertionError as e:\n    print('CHECK SAID', e)"),
     ])
@@ -82,6 +85,6 @@ def test_a_lab_runs_from_the_kit(cluster, built):
         os.environ.update(old)
     printed = ["".join(o.get("text", "") for o in c.outputs) for c in nb.cells]
     assert "lab1: Kafka at" in printed[0]
-    paths = printed[1].split()
+    paths = printed[2].split()
     assert all(p.startswith(str(built)) for p in paths), paths
-    assert "CHECK SAID" in printed[2] and "not written yet" in printed[2], printed[2]
+    assert "CHECK SAID" in printed[3] and "`increase` is not written yet" in printed[3], printed[3]
