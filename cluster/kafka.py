@@ -32,6 +32,7 @@ from .errors import ClusterError
 from .process import Node
 
 READY_TOPIC = "course-ready-check"
+PROBE_USER = "course-probe"   # a SCRAM user of the course's own: can students log in?
 POLL_S = 0.25  # how often a bounded wait looks again
 
 WIPE_HINT = ("If you do not need the data, start afresh with `python -m cluster down --wipe` "
@@ -149,6 +150,7 @@ class Cluster:
     def set_up_access(self) -> None:
         """Default quotas, and the users of the namespaces this cluster has seen (idempotent:
         a cluster whose data was kept has them already)."""
+        self.secrets.student(PROBE_USER, create=True)   # the user readiness checks log in as
         admin = self.admin()
         try:
             accounts.setup_cluster(admin)
@@ -269,6 +271,8 @@ class Cluster:
         started = list(self.nodes.values()) if started is None else started
         ok, last_error = self._poll(self._works, started, timeout)
         if ok:
+            for node in started:
+                self._wait_logins(node, timeout)
             return
         dead = [n for n in self.nodes.values() if n.process() is None]
         raise ClusterError(
@@ -377,6 +381,46 @@ class Cluster:
         if not ok:
             raise ClusterError(f"Broker {node.id} did not rejoin within {timeout:.0f} s (last: {last}).",
                                log_tail=node.log_tail(20))
+        self._wait_logins(node, timeout)
+
+    def _wait_logins(self, node: Node, timeout: float) -> None:
+        """Ready means working for students too: a broker back from a crash is listed before it
+        accepts SCRAM logins again (seen for 10 s and more after a SIGKILL). Wait until the
+        course's probe user logs in on its EXTERNAL listener; if that takes long, write the
+        users' passwords again (the brokers then learn them afresh) and keep waiting."""
+        probe = self.secrets.student(PROBE_USER)
+        if probe is None:
+            return
+        deadline, repaired = time.monotonic() + timeout, False
+        start = time.monotonic()
+        while not self._logs_in(node, probe):
+            if time.monotonic() > deadline:
+                raise ClusterError(f"Broker {node.id} is back but refuses students' logins after {timeout:.0f} s.",
+                                   log_tail=node.log_tail(20), hint="Restart it: `python -m cluster stop-broker "
+                                   f"{node.id}` then `start-broker {node.id}`.")
+            if not repaired and time.monotonic() - start > 15:
+                self.set_up_access()
+                repaired = True
+            time.sleep(POLL_S)
+
+    def _logs_in(self, node: Node, account: Account) -> bool:
+        from kafka import KafkaAdminClient
+        from kafka.protocol.metadata import MetadataRequest
+
+        with _quiet_kafka_logs():
+            try:
+                client = KafkaAdminClient(bootstrap_servers=f"{self.cfg.host}:{self.cfg.port(node.id)}",
+                                          bootstrap_timeout_ms=3000, request_timeout_ms=3000,
+                                          **account.kafka_python())
+            except Exception:
+                return False
+            try:
+                client._manager.run(lambda: client._manager.send(MetadataRequest(topics=[]), node_id=node.id))
+                return True
+            except Exception:
+                return False
+            finally:
+                client.close()
 
     @contextlib.contextmanager
     def stopped(self, broker: int, kill: bool = False):

@@ -63,8 +63,13 @@ class Lab:
 def start_lab(name: str, clean: bool = True) -> Lab:
     """Check that Kafka answers, say where it is, and (clean=True) delete the topics left in
     your namespace by an earlier run. A clear message if the cluster is not running."""
+    import os
+
     from kafka.errors import KafkaError
 
+    # gRPC's own log (lab 1) prints a GOAWAY line when a notebook is run again, which reads like
+    # an error and is not one; only its errors are shown. Read by gRPC when it is first imported.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     servers = bootstrap_servers()
     if not anything_listens(servers):
         raise RuntimeError(

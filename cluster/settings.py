@@ -112,6 +112,14 @@ def login_properties(broker_password: str, admin_password: str, internal_server:
 POLICY_CLASS = "course.policy.NamespaceBudgetPolicy"
 PARTITION_BUDGET = 100
 
+# What one client may ask of a broker's 256 MB heap at once. A topic's max.message.bytes is a
+# user's to set (its own topics), so without these a single 100 MB request (Kafka's default
+# limit) could take a broker down for everyone. 16 MB is far above any lab's batches.
+SAFETY_SETTINGS = {
+    "socket.request.max.bytes": str(16 * 2**20),      # larger requests are refused unread
+    "queued.max.request.bytes": str(64 * 2**20),      # requests waiting for the I/O threads, together
+}
+
 # Small thread pools: three brokers share a student's laptop.
 RESOURCE_SETTINGS = {
     "num.network.threads": "2",
@@ -222,5 +230,6 @@ class Settings:
         }
         props.update(login_properties(broker_password, admin_password, f"{h}:{self.port(node, 'INTERNAL')}"))
         props.update(TEACHING_DEFAULTS)
+        props.update(SAFETY_SETTINGS)
         props.update(RESOURCE_SETTINGS)
         return props

@@ -240,6 +240,32 @@ def test_a_second_client_meets_the_same_rules(me, classmate, cluster):
     assert "'message.max.bytes': '100'" not in repr(found).replace('"', "'")
 
 
+def test_a_huge_request_on_a_topic_of_mine_is_refused_and_no_broker_falls(cluster, me, mine):
+    """A user may raise max.message.bytes on its own topics; the brokers still refuse a request
+    too large for their small heaps instead of reading it."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.errors import KafkaError
+
+    name = f"{namespace()}.huge-{uuid.uuid4().hex[:6]}"
+    mine.create_topics([NewTopic(name, 1, 3, topic_configs={"max.message.bytes": str(60 * 2**20)})])
+    mine.wait_for_topics([name])
+    try:
+        configs = mine.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+        assert str(60 * 2**20) in repr(configs)          # the setting itself was the user's to make
+        jvms = {n.id: n.pid for n in cluster.nodes.values()}
+        producer = KafkaProducer(**me, max_request_size=50 * 2**20, retries=0,
+                                 request_timeout_ms=10_000, delivery_timeout_ms=20_000, linger_ms=0)
+        with pytest.raises(KafkaError):
+            producer.send(name, b"x" * (40 * 2**20)).get(30)
+        producer.close(timeout=5)
+        small = KafkaProducer(**me, acks="all")
+        small.send(name, b"still fine").get(30)                  # the brokers go on serving
+        small.close()
+        assert {n.id: n.pid for n in cluster.nodes.values()} == jvms
+    finally:
+        mine.delete_topics([name])
+
+
 def test_a_wrong_password_or_no_login_gets_nothing(cluster):
     from kafka.errors import KafkaError
 

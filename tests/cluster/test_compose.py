@@ -78,7 +78,7 @@ def test_same_listener_names_as_the_local_cluster(brokers):
 def test_same_teaching_settings_as_the_local_cluster(brokers):
     for node, svc in brokers.items():
         env = svc["environment"]
-        for key, value in settings.TEACHING_DEFAULTS.items():
+        for key, value in {**settings.TEACHING_DEFAULTS, **settings.SAFETY_SETTINGS}.items():
             assert env.get(kafka_env_name(key)) == value, f"kafka-{node}: {key} should be {value}"
 
 
