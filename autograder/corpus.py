@@ -174,9 +174,16 @@ SCENARIOS = (
     Scenario("replay-ignores-end", "lab5", "replay reads from the start time to the end of each partition",
              (Edit("lab5-replay", "sub", "if r.timestamp >= end_ms and False:", "if r.timestamp >= end_ms:"),),
              fails("lab5-q1")),
-    Scenario("idempotence-off", "lab5", "the source producer uses acks=1, which turns idempotence off",
-             (Edit("lab5-source", "sub", 'enable_idempotence=False, acks=1', 'enable_idempotence=True, acks="all"'),),
+    Scenario("prediction-wrong", "lab5", "predicts that the idempotent producer's retry also leaves a copy",
+             (Edit("lab5-predict", "sub", '{"plain": 2, "idempotent": 2}', '{"plain": 2, "idempotent": 1}'),),
              fails("lab5-q2")),
+    Scenario("prediction-left-blank", "lab5", "runs the demo without writing a prediction",
+             (Edit("lab5-predict", "replace", 'predicted_copies = {"plain": None, "idempotent": None}'),),
+             fails("lab5-q2")),
+    Scenario("predicts-with-numpy", "lab5", "the prediction as numpy integers, in a dict built with dict()",
+             (Edit("lab5-predict", "replace", "import numpy as np\n"
+                   "predicted_copies = dict(idempotent=np.int64(1), plain=np.int64(2))"),),
+             fails()),
     Scenario("checkpoint-written-in-place", "lab5", "the checkpoint is overwritten in place, without a rename",
              (Edit("lab5-stats", "sub", 'with open(CHECKPOINT, "w") as f:\n        json.dump(state, f)\n'
                    '        f.flush()\n        os.fsync(f.fileno())\n    pass',
@@ -195,6 +202,75 @@ SCENARIOS = (
     Scenario("duplicates-counted", "lab5", "the consumer counts a repeated flight twice",
              (Edit("lab5-stats", "sub", "if False:", 'if f["id"] in seen:'),),
              fails("lab5-q3")),
+    Scenario("alerts-without-transactions", "lab5", "the job sends with a plain producer and commits the "
+             "consumer's offsets after each batch (at-least-once): a killed run's alerts stay visible",
+             (Edit("lab5-alerts", "sub", 'producer = KafkaProducer(**connection())',
+                   'producer = KafkaProducer(**connection(), transactional_id=transactional_id(job))'),
+              Edit("lab5-alerts", "sub", "last = time.monotonic()", "producer.init_transactions()\nlast = time.monotonic()"),
+              Edit("lab5-alerts", "sub", "    pass\n", "    producer.begin_transaction()\n"),
+              Edit("lab5-alerts", "sub", "    producer.flush()\n    consumer.commit(offsets)\n",
+                   "    producer.send_offsets_to_transaction(offsets, consumer.group_metadata())\n"
+                   "    producer.commit_transaction()\n")),
+             fails("lab5-q4")),
+    Scenario("offsets-outside-the-transaction", "lab5", "alerts in a transaction, but the input offsets "
+             "committed by the consumer after it: a crash between the two repeats a batch",
+             (Edit("lab5-alerts", "sub", "    producer.commit_transaction()\n    consumer.commit(offsets)\n",
+                   "    producer.send_offsets_to_transaction(offsets, consumer.group_metadata())\n"
+                   "    producer.commit_transaction()\n"),),
+             fails("lab5-q4")),
+    Scenario("alerts-from-the-dataset", "lab5", "the job computes the alerts from the public CSV and writes "
+             "them in one transaction with the end offsets, without reading a record",
+             (Edit("lab5-alerts", "sub", """producer.init_transactions()
+from cluster.lab import load_flights
+late = [f for f in load_flights(day=1) if (f["dep_delay"] or 0) >= 60]
+producer.begin_transaction()
+for f in late:
+    fid = f"{f['year']}-{f['month']:02d}-{f['day']:02d} {f['carrier']}{f['flight']} {f['origin']}"
+    producer.send(alerts, key=fid.encode(), value=json.dumps({"id": fid, "dep_delay": f["dep_delay"]}).encode())
+tps = list(consumer.assignment())
+producer.send_offsets_to_transaction({tp: OffsetAndMetadata(o, "", -1) for tp, o in consumer.end_offsets(tps).items()},
+                                     consumer.group_metadata())
+producer.commit_transaction()
+last, idle_s = time.monotonic(), 0   # nothing left to read
+""", "producer.init_transactions()\nlast = time.monotonic()\n"),),
+             fails("lab5-q4")),
+    Scenario("alerts-in-another-style", "lab5", "the job iterates the consumer, batches 100 records per "
+             "transaction itself, takes offsets from position() and writes the alert with more fields",
+             (Edit("lab5-alerts", "replace", '''%%writefile alerts_job.py
+"""Delay alerts, exactly once."""
+import json, sys
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+from cluster import connection, group_name, topic_name, transactional_id
+
+job, idle = sys.argv[1], float(sys.argv[2])
+c = KafkaConsumer(**connection(), group_id=group_name(job), enable_auto_commit=False, auto_offset_reset="earliest",
+                  isolation_level="read_committed", consumer_timeout_ms=int(idle * 1000))
+parts = [TopicPartition(topic_name("departures"), p) for p in c.partitions_for_topic(topic_name("departures"))]
+c.assign(parts)
+p = KafkaProducer(**connection(), transactional_id=transactional_id(job), linger_ms=5)
+p.init_transactions()
+pending = 0
+for record in c:
+    if pending == 0:
+        p.begin_transaction()
+    flight = json.loads(record.value)
+    if flight.get("dep_delay") and flight["dep_delay"] >= 60:
+        p.send(topic_name(job), value=json.dumps(dict(flight, alert="late", id=flight["id"])).encode(),
+               key=flight["id"].encode())
+    pending += 1
+    if pending == 100:
+        p.send_offsets_to_transaction({tp: OffsetAndMetadata(c.position(tp), "", -1) for tp in parts},
+                                      c.group_metadata())
+        p.commit_transaction()
+        pending = 0
+if pending:
+    p.send_offsets_to_transaction({tp: OffsetAndMetadata(c.position(tp), "", -1) for tp in parts}, c.group_metadata())
+    p.commit_transaction()
+p.close()
+c.close()
+'''),),
+             fails()),
     # --- broken submissions: the grader survives each, scores what it can, says what happened
     Scenario("syntax-error", "lab1", "a missing colon in the first function",
              (Edit("lab1-increase", "sub", "def increase(key, amt)\n", "def increase(key, amt):\n"),),

@@ -1,10 +1,17 @@
 """Run a student's script, and crash it on purpose in the middle of a write.
 
-    python -m autograder.harness [--crash-on-write NAME:N] [--crash-after SECONDS] script.py ARGS...
+    python -m autograder.harness [--crash-on-write NAME:N] [--crash-on-send N] [--crash-after-commit N]
+                                 [--crash-after SECONDS] script.py ARGS...
 
 --crash-on-write NAME:N SIGKILL the script in the middle of the N-th write to a file whose name
                         starts with NAME: half the data is on disk, then it dies, as in a power
                         cut while writing a checkpoint (a file written in place is left corrupt).
+--crash-on-send N       SIGKILL right after the N-th KafkaProducer.send(), once the producer has
+                        delivered what it holds: the records are on the brokers (inside the
+                        open transaction, if there is one), nothing after them has happened.
+--crash-after-commit N  SIGKILL right after the N-th KafkaProducer.commit_transaction() returned:
+                        whatever the script does after a transaction (its own offset commit, a
+                        file it writes) never happens.
 --crash-after SECONDS   SIGKILL the script after SECONDS, wherever it is (by hand; when grading,
                         the grader kills the script's sandbox from outside instead).
 
@@ -105,9 +112,32 @@ def crash_on_write(name: str, nth: int) -> None:
     sys.addaudithook(hook)
 
 
+def crash_in_producer(method: str, nth: int) -> None:
+    """SIGKILL after the nth call of KafkaProducer.<method> (see the module's help). A script
+    that reaches the producer another way (a saved reference, another client library) never
+    crashes, and the grader fails a run that was meant to crash but did not."""
+    from kafka import KafkaProducer
+
+    real = getattr(KafkaProducer, method)
+    seen = {"count": 0}
+
+    def patched(self, *args, **kwargs):
+        result = real(self, *args, **kwargs)
+        seen["count"] += 1
+        if seen["count"] == nth:
+            if method == "send":
+                self.flush(timeout=30)
+            crash()
+        return result
+
+    setattr(KafkaProducer, method, patched)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m autograder.harness", description=__doc__.splitlines()[0])
     p.add_argument("--crash-on-write", metavar="NAME:N")
+    p.add_argument("--crash-on-send", type=int, metavar="N")
+    p.add_argument("--crash-after-commit", type=int, metavar="N")
     p.add_argument("--crash-after", type=float, metavar="SECONDS")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
@@ -115,6 +145,10 @@ def main(argv=None) -> None:
     if a.crash_on_write:
         name, nth = a.crash_on_write.rsplit(":", 1)
         crash_on_write(name, int(nth))
+    if a.crash_on_send:
+        crash_in_producer("send", a.crash_on_send)
+    if a.crash_after_commit:
+        crash_in_producer("commit_transaction", a.crash_after_commit)
     if a.crash_after is not None:
         timer = threading.Timer(a.crash_after, crash)
         timer.daemon = True

@@ -7,7 +7,8 @@
 your own, whichever way the cluster runs (local, docker compose, hosted).
 """
 
-from .connect import admin_connection, bootstrap_servers, connection, group_name, mode, namespace, topic_name
+from .connect import (admin_connection, bootstrap_servers, connection, group_name, mode, namespace, topic_name,
+                      transactional_id)
 from .errors import ClusterError
 from .kafka import Cluster, NodeStatus
 
@@ -21,4 +22,5 @@ def spark_session(*args, **kwargs):
 
 
 __all__ = ["Cluster", "ClusterError", "NodeStatus", "admin_connection", "bootstrap_servers", "connection",
-           "group_name", "mode", "namespace", "spark_session", "topic_name"]
+           "group_name", "mode", "namespace", "spark_session", "topic_name",
+           "transactional_id"]

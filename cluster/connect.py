@@ -87,6 +87,11 @@ def group_name(name: str) -> str:
     return f"{namespace()}.{name}"
 
 
+def transactional_id(name: str) -> str:
+    """Your transactional producer called `name`: "<namespace>.<name>"."""
+    return f"{namespace()}.{name}"
+
+
 def account() -> Account:
     """Your login: KAFKA_USERNAME/KAFKA_PASSWORD if set (a hub, a grading run), else, on a
     local cluster, your namespace's user, made on first use."""

@@ -3,6 +3,8 @@
     from cluster.lab import start_lab, load_flights
     lab = start_lab("lab2")          # where Kafka is, who you are; clears this lab's leftovers
     lab.topic("flights")             # "<namespace>.flights": your topic
+    lab.fresh_topic("flights", 3)    # that topic, new and empty (again on every run of the cell)
+    lab.read("flights")              # every record it holds, oldest first
     KafkaProducer(**lab.connection)  # every client: the servers and your login
     flights = load_flights(day=1)    # January 2013 flights from New York City, as dicts
 """
@@ -16,7 +18,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from . import settings
-from .connect import anything_listens, bootstrap_servers, connection, group_name, namespace, topic_name
+from .connect import (anything_listens, bootstrap_servers, connection, group_name, namespace, topic_name,
+                      transactional_id)
 
 FLIGHTS_FILE = settings.ROOT / "datasets" / "flights-2013-01.csv.gz"
 INT_COLUMNS = ("year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time",
@@ -37,6 +40,99 @@ class Lab:
 
     def group(self, name: str) -> str:
         return group_name(name)
+
+    def transactional_id(self, name: str) -> str:
+        return transactional_id(name)
+
+    def fresh_topic(self, name: str, partitions: int, replication_factor: int = 3, **configs: str) -> str:
+        """Your topic `name`, new and empty: deleted first if an earlier run left it, so the cell
+        that makes it can run again. Returns its full name once every partition has a leader."""
+        from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+
+        topic = self.topic(name)
+        if topic in self.admin.list_topics():
+            try:
+                self.admin.delete_topics([topic])
+            except UnknownTopicOrPartitionError:
+                pass
+            deadline = time.monotonic() + 30
+            while topic in self.admin.list_topics():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{topic} was deleted but still exists after 30 s; is a broker down?")
+                time.sleep(0.1)
+        spec = {"num_partitions": partitions, "replication_factor": replication_factor,
+                "configs": {k.replace("_", "."): str(v) for k, v in configs.items()}}
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.admin.create_topics({topic: spec})
+                break
+            except TopicAlreadyExistsError:   # a deletion the brokers have not finished yet
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        self.admin.wait_for_topics([topic])
+        return topic
+
+    def fresh_group(self, name: str) -> str:
+        """Your consumer group `name` with nothing committed: deleted first if an earlier run of
+        the cell left its offsets. Returns its full name."""
+        from kafka import errors
+        from kafka.errors import KafkaError
+
+        group = self.group(name)
+        deadline = time.monotonic() + 30
+        while True:
+            # No coordinator yet (a new cluster makes its offsets topic first), or one still
+            # loading: raised by the lookup, or returned as the error's name by the deletion.
+            try:
+                error = self.admin.delete_groups([group]).get(group)
+            except KafkaError as e:
+                error = type(e).__name__
+            if str(error) in ("OK", "NoError", "GroupIdNotFoundError", "None"):
+                return group
+            if not getattr(getattr(errors, str(error), None), "retriable", False) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if error:
+            raise RuntimeError(f"could not reset group {group} ({error}): is one of its members still running?")
+        return group
+
+    def read(self, topic: str, isolation_level: str = "read_uncommitted", timeout_s: float = 2):
+        """Every record of `topic` (a full name), partition by partition, oldest first: reads
+        until the end offsets seen when it starts (or `timeout_s` without a record)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(**self.connection, enable_auto_commit=False, isolation_level=isolation_level)
+        try:
+            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+            consumer.assign(tps)
+            consumer.seek_to_beginning()
+            ends = consumer.end_offsets(tps)
+            records = {tp: [] for tp in tps}
+            last = time.monotonic()
+            while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() - last < timeout_s:
+                for tp, batch in consumer.poll(timeout_ms=200).items():
+                    records[tp].extend(batch)
+                    last = time.monotonic()
+            return [r for tp in tps for r in records[tp]]
+        finally:
+            consumer.close()
+
+    def lose_answers(self, producer, topic: str, partition: int = 0) -> None:
+        """Make the network lose the broker's answers to `producer` about `topic`'s partition:
+        its requests still reach the leader (and are written), the answers never come back, so
+        the producer's next request times out (request_timeout_ms) and is sent again on a new
+        connection, where answers arrive normally. The producer must have sent to that
+        partition once already (so it has a connection to the leader)."""
+        from kafka import TopicPartition
+
+        leader = producer._metadata.leader_for_partition(TopicPartition(topic, partition))
+        conn = producer._sender._client._manager._conns.get(leader)
+        if conn is None or not conn.connected:
+            raise RuntimeError(f"the producer has no connection to the leader of {topic}[{partition}] yet: "
+                               "send one record there first (send(...).get())")
+        conn.data_received = lambda data: None   # this connection goes deaf; a new one will not be
 
     @cached_property
     def admin(self):

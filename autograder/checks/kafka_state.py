@@ -30,15 +30,16 @@ def topic_configs(ctx: Context, name: str) -> dict[str, str]:
     return {k: v["value"] for k, v in res["topic"][topic].items()}
 
 
-def read_all(ctx: Context, name: str, limit: int = 1_000_000):
+def read_all(ctx: Context, name: str, limit: int = 1_000_000, isolation_level: str = "read_uncommitted"):
     """Every record of the topic, partition by partition, from the first offset to the end
-    offset as it is now. Reads with no consumer group, so it changes nothing."""
+    offset as it is now (with read_committed: the records of committed transactions, up to the
+    last stable offset). Reads with no consumer group, so it changes nothing."""
     meta = describe_topic(ctx, name)
     topic = ctx.topic(name)
     # Small fetches: one compressed batch cannot balloon far in the grader's memory.
     consumer = KafkaConsumer(**ctx.kafka, enable_auto_commit=False,
                              client_id=f"grader-{ctx.namespace}", max_partition_fetch_bytes=2**20,
-                             fetch_max_bytes=4 * 2**20)
+                             fetch_max_bytes=4 * 2**20, isolation_level=isolation_level)
     try:
         tps = [TopicPartition(topic, p["partition_index"]) for p in meta["partitions"]]
         consumer.assign(tps)

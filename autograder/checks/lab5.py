@@ -1,14 +1,15 @@
-"""Lab 5, seek and delivery guarantees: replay by time, the idempotent producer, and a
-consumer that survives being killed (the grader kills it, at seeded moments)."""
+"""Lab 5, seek and delivery guarantees: replay by time, a prediction of what a retry leaves,
+a consumer that survives being killed, and a transactional read-process-write job (the grader
+kills the last two, at seeded moments)."""
 
 from __future__ import annotations
 
 import json
 
-from kafka import TopicPartition
+from collections import Counter
 
 from . import CheckFailed, Context, check, expect, expect_equal
-from .kafka_state import describe_topic, read_all
+from .kafka_state import committed_offsets, end_offsets, read_all
 from .scripts import CRASHED, read_student_file, start, wait
 
 DEPARTURES = "departures"
@@ -16,6 +17,9 @@ SOURCE = "stats-source"
 STATS_SCRIPT, CHECKPOINT = "stats_consumer.py", "checkpoint.json"
 IDLE_S = "3"
 CRASH_RUNS = 4          # runs that are killed on purpose before the last, clean one
+RETRIES, PRODUCERS = "retries", ("plain", "idempotent")
+RETRY_LESSON = {"plain": 2, "idempotent": 1}    # what one lost answer leaves on the topic
+ALERTS_SCRIPT, ALERT_DELAY = "alerts_job.py", 60
 
 
 def flight_id(f: dict) -> str:
@@ -50,21 +54,23 @@ def replay_by_time(ctx: Context) -> None:
 
 
 @check("lab5-q2")
-def idempotent_producer(ctx: Context) -> None:
-    """the stats source was written by an idempotent producer, duplicates and all"""
-    meta = describe_topic(ctx, SOURCE)
-    tps = [TopicPartition(ctx.topic(SOURCE), p["partition_index"]) for p in meta["partitions"]]
-    states = ctx.admin.describe_producers(tps)
-    missing = [tp.partition for tp in tps if not states[tp].active_producers]
-    expect(not missing, "every partition of the stats source should have an idempotent producer's state",
-           expected="a producer id with sequence numbers", found=f"none on partitions {missing}",
-           hint="KafkaProducer(..., enable_idempotence=True, acks='all'); acks=1 or retries=0 turns it off.")
-    from cluster.lab import load_flights
-
-    flights = load_flights(day=1)
-    want = len(flights) + len(flights[::10])   # every tenth flight is sent twice, on purpose
-    expect_equal(len(read_all(ctx, SOURCE)), want, f"messages on {ctx.topic(SOURCE)}",
-                 hint="Send every flight once, and every tenth flight (flights[::10]) a second time.")
+def predicted_the_retry(ctx: Context) -> None:
+    """the prediction of what a retry leaves on the topic matches what the demo left there"""
+    copies = Counter((r.key or b"").decode(errors="replace") for r in read_all(ctx, RETRIES) if r.key)
+    found = {name: copies.get(name, 0) for name in PRODUCERS}
+    expect(all(found.values()), f"{ctx.topic(RETRIES)} should hold the demo's records, keyed by producer",
+           expected={name: "at least 1" for name in PRODUCERS}, found=dict(copies),
+           hint="Run the demo cell (after your prediction) and leave it as it is.")
+    expect_equal(found, RETRY_LESSON, f"copies of each record after one lost answer, on {ctx.topic(RETRIES)}",
+                 hint="The demo did not show what it should: run it as given, with a fresh topic (its first line).")
+    predicted = ctx.sub.value("predicted_copies")
+    expect(isinstance(predicted, dict) and all(isinstance(predicted.get(n), int) and
+                                              not isinstance(predicted.get(n), bool) for n in PRODUCERS),
+           "predicted_copies should give a whole number for each producer",
+           expected={n: "a number" for n in PRODUCERS}, found=predicted)
+    expect_equal({n: predicted[n] for n in PRODUCERS}, found, "your predicted copies, against the topic",
+                 hint="Think about what the broker has already written when the answer is lost, and what "
+                      "a producer id and sequence number let it recognise.")
 
 
 def read_checkpoint(ctx: Context) -> dict:
@@ -122,4 +128,76 @@ def survives_crashes(ctx: Context) -> str:
             "The right number of flights, but wrong sums: check how cancelled flights (no dep_delay) count.")
     expect_equal(stats, truth, f"the statistics in {CHECKPOINT} after {crashes} crashes ({'; '.join(history)})",
                  hint=hint + " Save stats, offsets and seen ids together, in one atomic write.")
+    return "; ".join(history)
+
+
+def add_flights_of_our_own(ctx: Context) -> None:
+    """Late and on-time flights the public dataset does not have, so alerts computed from it
+    (instead of from the topic) miss some."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(**ctx.kafka)
+    for i in range(8):
+        fid = f"2013-01-01 ZZ{ctx.rng.randrange(1000, 10000)} {ctx.rng.choice(['EWR', 'JFK', 'LGA'])}"
+        delay = ctx.rng.randrange(ALERT_DELAY, 400) if i % 2 else ctx.rng.randrange(-10, ALERT_DELAY)
+        event = {"id": fid, "carrier": "ZZ", "origin": fid[-3:], "dest": "ORD", "dep_delay": delay}
+        producer.send(ctx.topic(DEPARTURES), value=json.dumps(event).encode(), partition=i % 3)
+    producer.flush()
+    producer.close()
+
+
+def alert_id(value: bytes | None) -> str | None:
+    try:
+        alert = json.loads(value)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return alert.get("id") if isinstance(alert, dict) else None
+
+
+@check("lab5-q4")
+def alerts_exactly_once(ctx: Context) -> str:
+    """killed after a send and after a commit, the job still writes every alert exactly once"""
+    from kafka.admin import NewTopic
+
+    add_flights_of_our_own(ctx)
+    job = f"alerts-{ctx.rng.randrange(10**6)}"
+    ctx.admin.create_topics([NewTopic(ctx.topic(job), 3, 3)])
+    ctx.admin.wait_for_topics([ctx.topic(job)])
+    late = sorted(json.loads(r.value)["id"] for r in read_all(ctx, DEPARTURES)
+                  if (json.loads(r.value).get("dep_delay") or 0) >= ALERT_DELAY)
+    plan = [("--crash-on-send", ctx.rng.randrange(3, 30)), ("--crash-after-commit", 1), ("clean", 0)]
+    history = []
+    for i, (kind, n) in enumerate(plan):
+        run = start(ctx, ALERTS_SCRIPT, job, "2", tag=f"alerts{i}", harness=[kind, str(n)] if n else [])
+        code = wait(run)
+        history.append(f"run {i + 1} ({kind}{' ' + str(n) if n else ''}): exit {code}")
+        if kind != "clean" and code != CRASHED:
+            last = (run.output().strip().splitlines() or ["(no output)"])[-1]
+            raise CheckFailed(f"run {i + 1} of {ALERTS_SCRIPT} was meant to be killed ({kind} {n}) but "
+                              f"{'ended by itself' if code == 0 else 'failed: ' + last}", found="; ".join(history),
+                              hint="Send the alerts with KafkaProducer.send and commit with commit_transaction(), "
+                                   "batch by batch, so the grader's harness sees them.")
+        if kind == "clean" and code != 0:
+            last = (run.output().strip().splitlines() or ["(no output)"])[-1]
+            raise CheckFailed(f"{ALERTS_SCRIPT} failed on restart after two crashes: {last}",
+                              found="; ".join(history),
+                              hint="A restarted job calls init_transactions() first; it aborts what the crashed "
+                                   "one left open. Run the observe cell to see the whole error.")
+    found = sorted((alert_id(r.value) for r in read_all(ctx, job, isolation_level="read_committed")), key=str)
+    twice = sorted({i for i in found if found.count(i) > 1}, key=str)
+    missing = sorted(set(late) - set(found))
+    extra = sorted(set(found) - set(late), key=str)
+    hint = ("Some alerts are there twice: the records of a killed run stayed visible (were they sent in a "
+            "transaction?), or the input offsets were committed outside it (send_offsets_to_transaction "
+            "commits them with the alerts)." if twice else
+            "Some alerts are missing: are the offsets committed only with the alerts of their batch, and "
+            "are alerts computed from the records read from departures?" if missing else
+            f"Only flights with dep_delay >= {ALERT_DELAY} get an alert, a JSON object with their \"id\".")
+    expect(not (twice or missing or extra), f"committed alerts on {ctx.topic(job)} after {'; '.join(history)}",
+           expected=f"{len(late)} alerts, one per flight with dep_delay >= {ALERT_DELAY}",
+           found=f"{len(found)} alerts; twice: {len(twice)} {twice[:3]}; missing: {len(missing)} {missing[:3]}; "
+                 f"not late: {len(extra)} {extra[:3]}", hint=hint)
+    expect_equal(committed_offsets(ctx, job, DEPARTURES), end_offsets(ctx, DEPARTURES),
+                 f"offsets of {ctx.group(job)} on {ctx.topic(DEPARTURES)} after the last run",
+                 hint="Commit the next offset of every partition read, with send_offsets_to_transaction.")
     return "; ".join(history)

@@ -61,10 +61,11 @@ def script_path(ctx: Context, name: str) -> Path:
 
 
 def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_after: float | None = None,
-          tag: str = "") -> ScriptRun:
-    """Start `python -m autograder.harness <name> args...` in the notebook's folder."""
+          harness: list[str] = (), tag: str = "") -> ScriptRun:
+    """Start `python -m autograder.harness [harness options] <name> args...` in the notebook's
+    folder (see autograder/harness.py for the crashes it plans)."""
     script = script_path(ctx, name)
-    cmd = [sys.executable, "-m", "autograder.harness"]
+    cmd = [sys.executable, "-m", "autograder.harness", *harness]
     if crash_on_write:
         cmd += ["--crash-on-write", crash_on_write]
     cmd += [str(script), *args]

@@ -91,3 +91,55 @@ def test_a_save_through_a_differently_named_temporary_file_counts_at_its_rename(
     out = run(tmp_path, "--crash-on-write", "checkpoint:3", "writer.py", script=script)
     assert out.returncode == -9 and "done" not in out.stdout
     assert json.loads((tmp_path / "checkpoint.json").read_text())["n"] == 2
+
+
+PRODUCER = textwrap.dedent("""
+    import sys
+    from kafka import KafkaProducer
+    from cluster import connection, transactional_id
+    topic = sys.argv[1]
+    producer = KafkaProducer(**connection(), transactional_id=transactional_id(topic.split(".")[-1]))
+    producer.init_transactions()
+    for batch in range(2):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.send(topic, f"{batch}-{i}".encode())
+        producer.commit_transaction()
+    producer.close()
+    print("done")
+""")
+
+
+def read(topic: str, isolation_level: str) -> list[str]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    from cluster import connection
+
+    consumer = KafkaConsumer(**connection(), isolation_level=isolation_level, consumer_timeout_ms=3000)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    values = [r.value.decode() for r in consumer]
+    consumer.close()
+    return values
+
+
+def fresh_topic(name: str) -> str:
+    from cluster.lab import start_lab
+
+    return start_lab("harness", clean=False).fresh_topic(name, 1)
+
+
+def test_crash_on_send_dies_once_the_nth_record_is_on_the_brokers(cluster, tmp_path):
+    topic = fresh_topic("harness-send")
+    done = run(tmp_path, "--crash-on-send", "3", "writer.py", topic, script=PRODUCER)
+    assert done.returncode == -9, done.stderr
+    assert read(topic, "read_uncommitted") == ["0-0", "0-1", "0-2"]   # delivered, in the open transaction
+    assert read(topic, "read_committed") == []
+
+
+def test_crash_after_commit_dies_once_the_nth_transaction_is_committed(cluster, tmp_path):
+    topic = fresh_topic("harness-commit")
+    done = run(tmp_path, "--crash-after-commit", "1", "writer.py", topic, script=PRODUCER)
+    assert done.returncode == -9, done.stderr
+    assert "done" not in done.stdout
+    assert read(topic, "read_committed") == [f"0-{i}" for i in range(5)]

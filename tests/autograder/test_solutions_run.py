@@ -1,9 +1,11 @@
 """Every solution notebook runs from top to bottom without an error, demo cells included
-(the grader skips those, so only this test sees them), as a student would run it."""
+(the grader skips those, so only this test sees them), as a student would run it; and each
+demo prints the lesson its text claims."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 import nbformat
@@ -13,6 +15,23 @@ from nbclient import NotebookClient
 from autograder.pipeline import RELEASE, SOLUTIONS
 
 LABS = sorted(p.name for p in SOLUTIONS.iterdir() if (p / f"{p.name}.ipynb").exists())
+
+# What the demos must print, every run: the lesson, not just "something".
+LESSONS = {
+    "lab5": [
+        r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",
+        r"commit after processing: killed after record 130 \(exit -9\); 0 lost, 10 processed twice \(120-129\)",
+        r"copies on the topic: \{'plain': 2, 'idempotent': 1\}",
+        r"read_uncommitted: \[\(0, 'aborted 0'\), \(1, 'aborted 1'\), \(2, 'aborted 2'\), \(4, 'committed 0'\), "
+        r"\(5, 'committed 1'\)\]",
+        r"read_committed: \[\(4, 'committed 0'\), \(5, 'committed 1'\)\]",
+        r"(\d+) alerts in the log, (\d+) committed for \2 flights; \2 flights left an hour late",
+    ],
+}
+
+
+def printed(cell) -> str:
+    return "".join(o.get("text", "") or "".join(o.get("data", {}).get("text/plain", "")) for o in cell.outputs)
 
 
 @pytest.mark.parametrize("lab", LABS)
@@ -26,3 +45,6 @@ def test_solution_runs_top_to_bottom(cluster, lab, tmp_path, monkeypatch):
     client.execute(env=dict(os.environ))  # raises CellExecutionError, naming the cell, on any error
     demos = [c for c in nb.cells if "demo" in c.metadata.get("tags", [])]
     assert all(c.outputs for c in demos), "every demo cell shows something"
+    text = "\n".join(printed(c) for c in nb.cells if c.cell_type == "code")
+    missing = [lesson for lesson in LESSONS.get(lab, []) if not re.search(lesson, text)]
+    assert not missing, f"the demos did not print {missing}; they printed:\n{text[-6000:]}"
