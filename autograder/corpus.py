@@ -115,7 +115,7 @@ SCENARIOS = (
              fails("lab1-q4")),
     # --- lab 2: realistic mistakes -----------------------------------------------------------
     Scenario("one-partition-topic", "lab2", "the topic is created with one partition",
-             (Edit("lab2-create-topic", "sub", "num_partitions=1", "num_partitions=4"),),
+             (Edit("lab2-create-topic", "sub", "\"num_partitions\": 1", "\"num_partitions\": 4"),),
              fails("lab2-q1")),
     Scenario("no-message-key", "lab2", "flights are sent without a key",
              (Edit("lab2-produce", "sub", "key=None", 'key=f["carrier"].encode()'),),
@@ -297,9 +297,18 @@ c.close()
                    "                        + ['classmate.flights'])"),),
              note="TopicAuthorizationFailed"),
     Scenario("ten-thousand-partitions", "lab2", "a topic with 10,000 partitions",
-             (Edit("lab2-create-topic", "sub", "num_partitions=10_000", "num_partitions=4"),),
+             (Edit("lab2-create-topic", "sub", "\"num_partitions\": 10_000", "\"num_partitions\": 4"),),
              fails("lab2-q1", "lab2-q2", "lab2-q3", "lab2-q4", "lab2-q5"), note="PolicyViolationError"),
     # Correct work in other styles: answers held in types the solutions never use.
+    Scenario("topic-from-newtopic-list", "lab2", "the topic created with the older list-of-NewTopic form "
+             "(deprecated in kafka-python 3, still documented and working)",
+             (Edit("lab2-create-topic", "sub",
+                   'from kafka.admin import NewTopic\n'
+                   'lab.admin.create_topics([NewTopic(flights_topic, num_partitions=4, replication_factor=3,\n'
+                   '                                  topic_configs={"retention.ms": str(7 * 24 * 3600 * 1000)})])',
+                   'lab.admin.create_topics({flights_topic: {"num_partitions": 4, "replication_factor": 3,\n'
+                   '                                         "configs": {"retention.ms": "604800000"}}})'),),
+             fails()),
     Scenario("counts-in-a-counter", "lab1", "consume_counts sums with collections.Counter and returns it",
              (Edit("lab1-consume", "sub", "    from collections import Counter\n    totals = Counter()\n    for record in consumer:\n"
                    "        key, amount = decode_event(record.value)\n        totals[key] += amount\n",

@@ -9,7 +9,7 @@ from . import CheckFailed, Context, check, expect, expect_equal
 from .kafka_state import committed_offsets, describe_topic, end_offsets, read_all, topic_configs
 
 TOPIC = "flights"
-PARTITIONS, REPLICAS, RETENTION_MS = 4, 3, "3600000"
+PARTITIONS, REPLICAS, RETENTION_MS = 4, 3, "604800000"
 SCHEMA_HEADER = ("schema", b"flights.Flight")
 
 
@@ -29,16 +29,16 @@ def identity(carrier, flight, origin, dest, sched_dep_time) -> tuple:
 
 @check("lab2-q1")
 def flights_topic(ctx: Context) -> None:
-    """the flights topic has 4 partitions, 3 replicas each, and one hour of retention"""
+    """the flights topic has 4 partitions, 3 replicas each, and one week of retention"""
     meta = describe_topic(ctx, TOPIC)
     parts = meta["partitions"]
     expect_equal(len(parts), PARTITIONS, f"number of partitions of {ctx.topic(TOPIC)}",
-                 hint="NewTopic(name, num_partitions=4, replication_factor=3, ...)")
+                 hint="create_topics({name: {\"num_partitions\": 4, \"replication_factor\": 3, ...}})")
     replicas = sorted({len(p["replica_nodes"]) for p in parts})
     expect_equal(replicas, [REPLICAS], "replicas per partition")
     retention = topic_configs(ctx, TOPIC).get("retention.ms")
     expect_equal(retention, RETENTION_MS, "the topic's retention.ms",
-                 hint="Pass topic_configs={'retention.ms': '3600000'} to NewTopic.")
+                 hint="Give the topic its settings in \"configs\": {\"retention.ms\": \"604800000\"} (a week, in ms, as a string).")
 
 
 @check("lab2-q2")

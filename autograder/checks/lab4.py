@@ -14,7 +14,8 @@ from .scripts import start, wait
 TOPIC, PARTITIONS = "departures", 4
 MEMBER_SCRIPT = "group_member.py"
 MEMBERS = 5                 # one more than partitions: one must sit idle
-MEMBER_IDLE_S = 6           # a member stops after this long without a message
+MEMBER_IDLE_S = 10          # a member stops after this long without a message (a loaded machine can take
+                            # several seconds to form a group of five: none may give up before)
 STABLE_DEADLINE_S = 30
 
 

@@ -18,6 +18,10 @@ LABS = sorted(p.name for p in SOLUTIONS.iterdir() if (p / f"{p.name}.ipynb").exi
 
 # What the demos must print, every run: the lesson, not just "something".
 LESSONS = {
+    "lab4": [
+        r"a left cleanly:  after\s+[0-2]\.\d s \{'[bc]': \[[\d, ]+\], '[bc]': \[[\d, ]+\]\}",   # close() leaves at once
+        r"b crashed:\s+after\s+([5-9]|1\d)\.\d s \{'c': \[0, 1, 2, 3\]\}",   # after the 6 s session timeout
+    ],
     "lab5": [
         r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",
         r"commit after processing: killed after record 130 \(exit -9\); 0 lost, 10 processed twice \(120-129\)",
