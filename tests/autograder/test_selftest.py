@@ -1,4 +1,4 @@
-"""The grader grades its own corpus through its real CLI, two submissions at a time: every
+"""The grader grades its own corpus through its real CLI, three submissions at a time: every
 solution full marks, every blank release 0, every mistake and attack its expected score (see
 autograder/corpus.py). All cases are graded once, in parallel, by a fixture; each case is then
 its own test, so a failed one shows by name and the others still report."""
@@ -14,7 +14,7 @@ CASES = [(lab, s.name) for lab in labs() for s in scenarios(lab)] + \
 
 @pytest.fixture(scope="module")
 def report(cluster):
-    return grade_all(labs(), jobs=2)
+    return grade_all(labs(), jobs=3)   # gradings mostly wait (kernels, groups, crashes): three at a time fit 2 cores
 
 
 @pytest.mark.parametrize("lab,case", CASES, ids=[f"{lab}-{case}" for lab, case in CASES])
