@@ -108,10 +108,10 @@ class Lab:
             tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
             consumer.assign(tps)
             consumer.seek_to_beginning()
-            ends = consumer.end_offsets(tps)
+            stop_at = consumer.end_offsets(tps)
             records = {tp: [] for tp in tps}
             last = time.monotonic()
-            while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() - last < timeout_s:
+            while any(consumer.position(tp) < stop_at[tp] for tp in tps) and time.monotonic() - last < timeout_s:
                 for tp, batch in consumer.poll(timeout_ms=200).items():
                     records[tp].extend(batch)
                     last = time.monotonic()
