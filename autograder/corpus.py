@@ -113,6 +113,40 @@ SCENARIOS = (
     Scenario("consumer-reads-latest", "lab1", "the consumer starts at the end of the topic and sees nothing",
              (Edit("lab1-consume", "sub", 'auto_offset_reset="latest"', 'auto_offset_reset="earliest"'),),
              fails("lab1-q4")),
+    Scenario("latency-in-seconds", "lab1", "the RPC round trip given in seconds where the text asks for "
+             "milliseconds",
+             (Edit("lab1-measure", "sub", 'rpc_latency_ms = median_ms(lambda: rpc_increase("bench", 1)) / 1000',
+                   'rpc_latency_ms = median_ms(lambda: rpc_increase("bench", 1))'),),
+             fails("lab1-q5")),
+    Scenario("send-latency-waits-for-ack", "lab1", "send() timed together with the broker's acknowledgement "
+             "(.get()), so it measures a round trip, not the hand-over to the buffer",
+             (Edit("lab1-measure", "sub", 'send_latency_ms = median_ms(lambda: send_increase("bench", 1).get(timeout=10))',
+                   'send_latency_ms = median_ms(lambda: send_increase("bench", 1))'),),
+             fails("lab1-q5")),
+    Scenario("e2e-latency-guessed", "lab1", "the end-to-end latency written down as a typical figure, no "
+             "trip measured (shortcut)",
+             (Edit("lab1-measure", "sub", "e2e_latency_ms = 10.0",
+                   "e2e_latency_ms = statistics.median(trip_ms() for _ in range(50))"),),
+             fails("lab1-q5")),
+    Scenario("prediction-rpc-first", "lab1", "predicts RPC as the fastest way",
+             (Edit("lab1-predict", "sub", 'predicted_order = ["rpc", "kafka batched", "kafka one by one"]',
+                   'predicted_order = ["kafka batched", "rpc", "kafka one by one"]'),),
+             fails("lab1-q6")),
+    Scenario("measures-with-timeit", "lab1", "latencies timed with timeit.repeat and numpy's median (numpy "
+             "floats), the prediction as a tuple",
+             (Edit("lab1-measure", "sub",
+                   "import numpy as np, timeit\n"
+                   "rpc_latency_ms = np.median(timeit.repeat(lambda: rpc_increase('bench', 1), number=1, repeat=200)) * 1e3\n"
+                   "send_latency_ms = np.median(timeit.repeat(lambda: send_increase('bench', 1), number=1, repeat=200)) * 1e3\n"
+                   "producer.flush()\n"
+                   "e2e_latency_ms = np.median([trip_ms() for _ in range(50)])\n",
+                   'rpc_latency_ms = median_ms(lambda: rpc_increase("bench", 1))\n'
+                   'send_latency_ms = median_ms(lambda: send_increase("bench", 1))\n'
+                   "producer.flush()\n"
+                   "e2e_latency_ms = statistics.median(trip_ms() for _ in range(50))\n"),
+              Edit("lab1-predict", "sub", 'predicted_order = ("kafka batched", "rpc", "kafka one by one")',
+                   'predicted_order = ["kafka batched", "rpc", "kafka one by one"]')),
+             fails()),
     # --- lab 2: realistic mistakes -----------------------------------------------------------
     Scenario("one-partition-topic", "lab2", "the topic is created with one partition",
              (Edit("lab2-create-topic", "sub", "\"num_partitions\": 1", "\"num_partitions\": 4"),),
@@ -286,7 +320,7 @@ c.close()
              note="interrupted"),
     Scenario("kernel-exits", "lab1", "os._exit(1) kills the kernel before the stream part",
              (Edit("lab1-send", "after", "import os\nos._exit(1)"),),
-             fails("lab1-q4", "lab1-q5"), note="kernel died"),
+             fails("lab1-q4", "lab1-q5", "lab1-q6"), note="kernel died"),
     Scenario("prints-a-million-lines", "lab2", "a debugging print of a million lines",
              (Edit("lab2-create-topic", "after", "for i in range(1_000_000):\n    print('debug', i)"),),
              note="bytes of output"),
@@ -434,14 +468,14 @@ ATTACKS = (
     Scenario("runs-instructor-solutions", "lab1", "each answer cell of the blank release looks for the "
              "instructor's notebook on the grading machine and runs the matching solution cell",
              (Edit("", "answers", RUN_SOLUTION.replace("{lab}", "lab1") + "run_solution({grade_id})"),),
-             fails("lab1-q1", "lab1-q2", "lab1-q3", "lab1-q4", "lab1-q5"), base="release"),
+             fails("lab1-q1", "lab1-q2", "lab1-q3", "lab1-q4", "lab1-q5", "lab1-q6"), base="release"),
     Scenario("rewrites-course-code", "lab1", "the blank release rewrites the grader's check library on disk "
              "so that every check passes, for the grader to import later",
              (Edit("lab1-setup", "after",
                    "import autograder.checks as checks, pathlib\n"
                    "path = pathlib.Path(checks.__file__)\n"
                    "path.write_text(path.read_text().replace('    if not ok:\\n', '    if False:\\n'))"),),
-             fails("lab1-q1", "lab1-q2", "lab1-q3", "lab1-q4", "lab1-q5"), base="release",
+             fails("lab1-q1", "lab1-q2", "lab1-q3", "lab1-q4", "lab1-q5", "lab1-q6"), base="release",
              note="Read-only file system"),
     Scenario("leaks-grader-secrets", "lab1", "an answer set to everything the kernel can see of the grader "
              "(environment, secret, solutions, parent process, other gradings' folders, broker files), "
@@ -471,7 +505,7 @@ ATTACKS = (
                                   "import subprocess\n"
                                   "subprocess.Popen(['sh', '-c', 'setsid sh -c \"sleep 86399\" &'])"),)),
     Scenario("ignores-interrupts", "lab1", "a last cell that ignores SIGINT and spins forever",
-             (Edit("lab1-q5", "after", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+             (Edit("lab1-q6", "after", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                                        "while True:\n    pass"),),
              note="ignored the interrupt"),
     Scenario("allocates-16-gb", "lab3", "a cell that allocates 16 GB",

@@ -47,19 +47,9 @@ class Lab:
     def fresh_topic(self, name: str, partitions: int, replication_factor: int = 3, **configs: str) -> str:
         """Your topic `name`, new and empty: deleted first if an earlier run left it, so the cell
         that makes it can run again. Returns its full name once every partition has a leader."""
-        from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+        from kafka.errors import TopicAlreadyExistsError
 
-        topic = self.topic(name)
-        if topic in self.admin.list_topics():
-            try:
-                self.admin.delete_topics([topic])
-            except UnknownTopicOrPartitionError:
-                pass
-            deadline = time.monotonic() + 30
-            while topic in self.admin.list_topics():
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{topic} was deleted but still exists after 30 s; is a broker down?")
-                time.sleep(0.1)
+        topic = self.delete_topic(name)
         spec = {"num_partitions": partitions, "replication_factor": replication_factor,
                 "configs": {k.replace("_", "."): str(v) for k, v in configs.items()}}
         deadline = time.monotonic() + 30
@@ -72,6 +62,24 @@ class Lab:
                     raise
                 time.sleep(0.2)
         self.admin.wait_for_topics([topic])
+        return topic
+
+    def delete_topic(self, name: str) -> str:
+        """Delete your topic `name` if an earlier run left it (waiting until it is gone), so the
+        cell that creates it can run again. Returns its full name."""
+        from kafka.errors import UnknownTopicOrPartitionError
+
+        topic = self.topic(name)
+        if topic in self.admin.list_topics():
+            try:
+                self.admin.delete_topics([topic])
+            except UnknownTopicOrPartitionError:
+                pass
+            deadline = time.monotonic() + 30
+            while topic in self.admin.list_topics():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{topic} was deleted but still exists after 30 s; is a broker down?")
+                time.sleep(0.1)
         return topic
 
     def fresh_group(self, name: str) -> str:

@@ -13,6 +13,7 @@ PROTO = "counter.proto"
 EVENTS_TOPIC = "counter-events"
 UPDATES = 300            # the notebook streams the first 300 flights of January 1st
 RPC_TIMEOUT_S = 5
+TRIPS = 50               # e2e_latency_ms is the median of 50 trips
 
 
 def messages():
@@ -138,19 +139,135 @@ def stream_matches_rpc(ctx: Context) -> None:
     expect_equal(rpc_counts, dict(truth), "the RPC server's counts for the carriers")
 
 
-@check("lab1-q5")
+class Bench:
+    """The grader's own measurements, the reference for the student's: RPC calls to the student's
+    server over one channel, and Kafka sends and trips on a probe topic of the grader's."""
+
+    def __init__(self, ctx: Context, port: int):
+        import grpc
+        from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+        self.ctx, M = ctx, messages()
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        call = self.channel.unary_unary("/counter.Counter/Increase", request_serializer=lambda m: m.SerializeToString(),
+                                        response_deserializer=M["IncreaseReply"].FromString)
+        request = M["IncreaseRequest"](key="grader-bench", amount=1)
+        self.rpc = lambda: call(request, timeout=RPC_TIMEOUT_S)
+        self.topic = ctx.topic(f"latency-probe-{ctx.rng.randrange(10**6)}")
+        ctx.admin.create_topics({self.topic: {"num_partitions": 1, "replication_factor": 3}})
+        ctx.admin.wait_for_topics([self.topic])
+        self.producer = KafkaProducer(**ctx.kafka, acks="all")
+        self.consumer = KafkaConsumer(**ctx.kafka)
+        self.consumer.assign([TopicPartition(self.topic, 0)])
+        self.consumer.seek_to_end()
+        self.consumer.position(TopicPartition(self.topic, 0))   # resolve the end now: seek_to_end is lazy
+        self.trips = 0
+        ctx.cleanup.append(self.close)
+
+    def send(self):
+        return self.producer.send(self.topic, key=b"bench", value=b"x" * 20)
+
+    def trip(self) -> None:
+        import time
+
+        self.trips += 1
+        mark = b"trip-%d" % self.trips   # wait for this very event, not for earlier sends still arriving
+        self.producer.send(self.topic, key=b"trip", value=mark)
+        self.producer.flush()
+        deadline = time.monotonic() + 10
+        while not any(r.value == mark for batch in self.consumer.poll(timeout_ms=1000).values() for r in batch):
+            if time.monotonic() > deadline:
+                raise CheckFailed("the grader's own probe event did not come back within 10 s",
+                                  hint="The cluster may be overloaded or a broker down: `python -m cluster status`.")
+
+    def close(self) -> None:
+        self.channel.close()
+        self.producer.close()
+        self.consumer.close()
+
+
+def median_ms(fn, n: int) -> float:
+    import statistics
+    import time
+
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def per_second(fn, n: int, finish=lambda: None) -> float:
+    import time
+
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    finish()
+    return n / (time.perf_counter() - start)
+
+
+def bench(ctx: Context) -> Bench:
+    if "bench" not in ctx.scratch:
+        port = ctx.sub.value("server_port")
+        expect(isinstance(port, int) and port > 0, "server_port should be the port your server listens on",
+               expected="a port number", found=port)
+        ctx.scratch["bench"] = Bench(ctx, port)
+    return ctx.scratch["bench"]
+
+
+LATENCY_BAND = 20    # a measurement within 20 times the grader's own, either way (a wrong unit is 1,000)
+
+
+@check("lab1-q5", pause_kernel=False)   # the grader's reference calls the server in the kernel
 def measurements(ctx: Context) -> None:
-    """latencies are measured, and the JSON and protobuf sizes are exact"""
+    """the three latencies agree with the grader's own measurements, and the sizes are exact"""
     sample = ctx.sub.value("sample")
     expect(isinstance(sample, dict) and set(sample) == {"key", "amount", "sent_ms"},
            "sample should be the dict given in the notebook", found=sample)
     expect_equal(ctx.sub.value("json_bytes"), len(json.dumps(sample).encode()),
-                 "json_bytes: the size of json.dumps(sample) in bytes", hint="len(json.dumps(sample).encode())")
+                 "json_bytes: the size of json.dumps(sample) in bytes",
+                 hint="The size of the JSON text once encoded to bytes.")
     proto = messages()["CounterEvent"](**sample).SerializeToString()
     expect_equal(ctx.sub.value("proto_bytes"), len(proto), "proto_bytes: the size of the protobuf encoding",
-                 hint="len(encode_event(**sample))")
-    for name in ("rpc_latency_ms", "send_latency_ms"):
+                 hint="The length of the bytes encode_event gives for the sample.")
+    # The end-to-end figure must come from real trips: events with the key "trip" on the topic.
+    trips = [r for r in read_all(ctx, EVENTS_TOPIC) if r.key == b"trip"]
+    expect(len(trips) >= TRIPS, f"trip events (key \"trip\") on {ctx.topic(EVENTS_TOPIC)}",
+           expected=f"at least {TRIPS}", found=len(trips),
+           hint="e2e_latency_ms is measured, not estimated: each trip_ms() call sends one event with the key "
+                "\"trip\" and waits until trip_consumer reads it back.")
+    b = bench(ctx)
+    b.send().get(timeout=10)   # connected and warm, as the notebook's producer is
+    references = {"rpc_latency_ms": (median_ms(b.rpc, 50), "one RPC round trip"),
+                  "send_latency_ms": (median_ms(b.send, 200), "one send() call (putting the event in the buffer)"),
+                  "e2e_latency_ms": (median_ms(b.trip, 20), "one event from its sending to a consumer")}
+    b.producer.flush()
+    for name, (ref, what) in references.items():
         v = ctx.sub.value(name)
-        expect(isinstance(v, (int, float)) and 0 < v < 1000, f"{name} should be a median latency in ms",
-               expected="a number between 0 and 1000", found=v,
-               hint="Time each call with time.perf_counter() and take statistics.median, in milliseconds.")
+        low, high = ref / LATENCY_BAND, max(ref * LATENCY_BAND, 0.05)
+        expect(isinstance(v, (int, float)) and not isinstance(v, bool) and low <= v <= high,
+               f"{name}: the median time of {what}, in milliseconds",
+               expected=f"near the grader's {ref:.3f} ms (between {low:.4f} and {high:.2f})", found=v,
+               hint="Time each call with time.perf_counter(), take the median, and give it in milliseconds; "
+                    "check that you timed the operation the text names.")
+
+
+@check("lab1-q6", pause_kernel=False)
+def predicted_the_fastest(ctx: Context) -> None:
+    """the predicted order of throughputs is the order the grader measures"""
+    b = bench(ctx)
+    rates = {"rpc": per_second(b.rpc, 200),
+             "kafka one by one": per_second(lambda: b.send().get(timeout=10), 100),
+             "kafka batched": per_second(b.send, 2000, finish=b.producer.flush)}
+    measured = sorted(rates, key=rates.get, reverse=True)
+    predicted = ctx.sub.value("predicted_order")
+    predicted = list(predicted) if isinstance(predicted, (list, tuple)) else predicted
+    expect(isinstance(predicted, list) and sorted(map(str, predicted)) == sorted(rates),
+           "predicted_order should list the three ways, most operations per second first",
+           expected=sorted(rates), found=predicted)
+    expect_equal(predicted, measured, "your predicted order against the grader's measurement "
+                 f"({', '.join(f'{k}: {v:,.0f}/s' for k, v in rates.items())})",
+                 hint="Count the round trips each way needs per operation, and how many operations one "
+                      "request can carry.")
