@@ -4,7 +4,8 @@
 
 Writes DIR with the released labs (labs/, generated from solutions/ by nbgrader), the
 cluster (cluster/), the data (datasets/), the self-checks a test cell calls
-(`grade("lab1-q2")`) and the set-up files (pyproject.toml, Makefile, docker-compose.yml).
+(`grade("lab1-q2")`), the set-up files (pyproject.toml, Makefile, docker-compose.yml) and
+JupyterLab settings that hide nbgrader's instructor menus (jupyter/).
 Left out: solutions/, the tests, the grading corpus and self-test, the grading pipeline,
 and any secret of the course (.grading-secret, a cluster's passwords).
 
@@ -14,6 +15,7 @@ Hand DIR out as it is (a zip, or a repository of its own for the class); student
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -29,6 +31,17 @@ LEFT_OUT = ("solutions", "tests", "bench", "nbgrader_config.py", ".grading-secre
             "autograder/corpus.py", "autograder/selftest.py", "autograder/pipeline.py",
             "autograder/nbgrader_step.py", "autograder/kit.py")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*_pb2*.py", "*.egg-info")
+
+# JupyterLab's settings for students (the folder `jupyter/`, put first on JUPYTER_CONFIG_PATH by
+# `make lab`): nbgrader's instructor parts are hidden and switched off. Students keep Validate.
+INSTRUCTOR_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+                      "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:assignment-list")
+INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list",
+                                "nbgrader.server_extensions.assignment_list")
+JUPYTER_CONFIG = {
+    "labconfig/page_config.json": {"disabledExtensions": {name: True for name in INSTRUCTOR_PLUGINS}},
+    "jupyter_server_config.json": {"ServerApp": {"jpserver_extensions": {name: False for name in INSTRUCTOR_SERVER_EXTENSIONS}}},
+}
 
 STUDENT_MAKEFILE = """\
 # make lab    virtual environment, jars, the three-broker cluster, then JupyterLab on labs/
@@ -59,7 +72,7 @@ status: $(STAMP)
 \t$(PY) -m cluster status
 
 lab: up
-\t$(VENV)/bin/jupyter lab --notebook-dir=labs $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+\tJUPYTER_CONFIG_PATH=$(CURDIR)/jupyter $(VENV)/bin/jupyter lab --notebook-dir=labs $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 """
 
 STUDENT_README = """\
@@ -79,6 +92,10 @@ Work through `labs/lab1` to `labs/lab5` in order. Run each notebook from the top
 graded part has a test cell right below it, `grade("lab1-q2")`, that checks your work
 against the live cluster and says what it expected, what it found and what to try. Your
 course grades the notebook you hand in the same way, in a fresh kernel.
+
+`make lab` starts JupyterLab with the settings in `jupyter/`, which hide nbgrader's instructor
+menus (Formgrader, Create Assignment); a hub gives student servers the same with
+`JUPYTER_CONFIG_PATH=<this folder>/jupyter`.
 
 If something goes wrong, `python -m cluster status` and `python -m cluster logs` say what
 the brokers are doing; every error message of the kit says what to do next.
@@ -106,6 +123,9 @@ def build(target: Path) -> Path:
             shutil.copytree(src, target / "autograder" / name, ignore=IGNORED)
         else:
             shutil.copy2(src, target / "autograder" / name)
+    for name, config in JUPYTER_CONFIG.items():
+        (target / "jupyter" / name).parent.mkdir(parents=True, exist_ok=True)
+        (target / "jupyter" / name).write_text(json.dumps(config, indent=2) + "\n")
     (target / "Makefile").write_text(STUDENT_MAKEFILE)
     (target / "README.md").write_text(STUDENT_README)
     return target

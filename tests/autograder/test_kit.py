@@ -88,3 +88,51 @@ def test_a_lab_runs_from_the_kit(cluster, built):
     paths = printed[2].split()
     assert all(p.startswith(str(built)) for p in paths), paths
     assert "CHECK SAID" in printed[3] and "`increase` is not written yet" in printed[3], printed[3]
+
+
+def test_jupyterlab_from_the_kit_hides_the_instructor_menus(built):
+    """A real JupyterLab started as the kit's `make lab` starts it: the page it serves disables
+    nbgrader's instructor plugins and the formgrader's pages are not there; Validate stays."""
+    import re
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+
+    assert "JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter" in (built / "Makefile").read_text()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    jupyter = os.path.join(os.path.dirname(sys.executable), "jupyter")
+    server = subprocess.Popen([jupyter, "lab", "--no-browser", f"--port={port}", "--ServerApp.token=kit",
+                               f"--notebook-dir={built / 'labs'}", "--allow-root"],
+                              env=dict(os.environ, JUPYTER_CONFIG_PATH=str(built / "jupyter")),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def get(path):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}?token=kit", timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, ""
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status, page = get("/lab")
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "JupyterLab did not start"
+                time.sleep(0.2)
+        assert status == 200
+        disabled = re.search(r'"disabledExtensions": \[([^\]]*)\]', page).group(1)
+        for plugin in kit.INSTRUCTOR_PLUGINS:
+            assert f'"{plugin}"' in disabled, (plugin, disabled)
+        assert "validate-assignment" not in disabled
+        assert get("/formgrader")[0] == 404
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
