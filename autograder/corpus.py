@@ -94,6 +94,11 @@ def fails(*labels: str) -> frozenset[str]:
     return frozenset(labels)
 
 
+# Lab 3's hot-key partitioner, as the solution writes it (the cases below replace it).
+HOT_KEY_SOLUTION = ('        spread_by = value["tailnum"].encode() if serialized_key == self.HOT else serialized_key\n'
+                    "        return partitions[(murmur2(spread_by) & 0x7fffffff) % len(partitions)]")
+
+
 SCENARIOS = (
     # --- lab 1: realistic mistakes -----------------------------------------------------------
     Scenario("counter-overwrites", "lab1", "increase stores the amount instead of adding it",
@@ -179,14 +184,47 @@ SCENARIOS = (
              (Edit("lab3-predict", "sub", "return hash(key) % num_partitions",
                    "return (murmur2(key) & 0x7fffffff) % num_partitions"),),
              fails("lab3-q1")),
-    Scenario("hot-key-shares-partitions", "lab3", "UA gets partition 0, but other carriers hash over all four",
+    Scenario("hot-key-own-partition", "lab3", "B6 gets partition 0 to itself and the other carriers hash over "
+             "the rest (one partition is still one partition: 36% of the messages)",
              (Edit("lab3-partitioner", "sub",
-                   "return partitions[(murmur2(serialized_key) & 0x7fffffff) % len(partitions)]",
-                   "return partitions[1 + (murmur2(serialized_key) & 0x7fffffff) % (len(partitions) - 1)]"),),
+                   "        if serialized_key == self.HOT:\n"
+                   "            return partitions[0]\n"
+                   "        return partitions[1 + (murmur2(serialized_key) & 0x7fffffff) % (len(partitions) - 1)]",
+                   HOT_KEY_SOLUTION),),
+             fails("lab3-q3")),
+    Scenario("hot-key-at-random", "lab3", "B6's messages sent to a random partition each (spread, but a "
+             "plane's flights scattered)",
+             (Edit("lab3-partitioner", "sub",
+                   "        import random\n"
+                   "        if serialized_key == self.HOT:\n"
+                   "            return random.choice(partitions)\n"
+                   "        return partitions[(murmur2(serialized_key) & 0x7fffffff) % len(partitions)]",
+                   HOT_KEY_SOLUTION),),
+             fails("lab3-q3")),
+    Scenario("everything-by-plane", "lab3", "every carrier spread by tailnum, not only the hot one",
+             (Edit("lab3-partitioner", "sub",
+                   '        return partitions[(murmur2(value["tailnum"].encode()) & 0x7fffffff) % len(partitions)]',
+                   HOT_KEY_SOLUTION),),
+             fails("lab3-q3")),
+    Scenario("busiest-share-in-percent", "lab3", "busiest_share given in percent where the text asks for a share",
+             (Edit("lab3-spread", "sub", "busiest_share = 100 * max(routed_loads.values()) / sum(routed_loads.values())",
+                   "busiest_share = max(routed_loads.values()) / sum(routed_loads.values())"),),
+             fails("lab3-q3")),
+    Scenario("prediction-wrong-partition", "lab3", "predicts that partition 3 holds the most messages",
+             (Edit("lab3-skew", "sub", "predicted_busiest = 3\n", "predicted_busiest = 0\n"),),
              fails("lab3-q2")),
+    Scenario("loads-counted-from-the-dataset", "lab3", "partition_loads counts the dataset's flights with "
+             "predict_partition instead of asking the broker (shortcut)",
+             (Edit("lab3-skew", "sub",
+                   '    return dict(Counter(predict_partition(f["carrier"].encode(), 6) for f in jfk))\n',
+                   "    probe = KafkaConsumer(**lab.connection)\n"
+                   "    ends = probe.end_offsets([TopicPartition(topic, p) for p in probe.partitions_for_topic(topic)])\n"
+                   "    probe.close()\n"
+                   "    return {tp.partition: offset for tp, offset in ends.items()}\n"),),
+             fails("lab3-q2", "lab3-q3")),   # its measure of the routed topic is wrong too
     Scenario("no-key-loses-order", "lab3", "plane events are sent without a key",
              (Edit("lab3-planes", "sub", "producer.send(plane_topic, value=", "producer.send(plane_topic, key=f[\"tailnum\"].encode(), value="),),
-             fails("lab3-q3")),
+             fails("lab3-q4")),
     # --- lab 4: realistic mistakes -----------------------------------------------------------
     Scenario("one-group-for-both", "lab4", "the archive reads in the dashboard's group and finds nothing left",
              (Edit("lab4-two-groups", "sub", 'archive_count = count_in_group("dashboard")',
@@ -357,10 +395,33 @@ c.close()
                    "    return (frame['sum'] / frame['n']).round(2)\n",
                    "    return {o: round(sums[o] / counts[o], 2) for o in sums}\n"),),
              fails()),
-    Scenario("skew-as-numpy", "lab3", "messages_per_partition with numpy integers as its keys and values",
-             (Edit("lab3-skew", "sub", "import numpy as np\n"
-                   "messages_per_partition = {np.int64(tp.partition): np.int64(offset) for tp, offset in ends.items()}",
-                   "messages_per_partition = {tp.partition: offset for tp, offset in ends.items()}"),),
+    Scenario("skew-as-numpy", "lab3", "partition_loads with numpy integers as its keys and values",
+             (Edit("lab3-skew", "sub", "    import numpy as np\n"
+                   "    return {np.int64(tp.partition): np.int64(offset) for tp, offset in ends.items()}\n",
+                   "    return {tp.partition: offset for tp, offset in ends.items()}\n"),),
+             fails()),
+    Scenario("hot-key-salted", "lab3", "B6 salted into four keys (B6-0 to B6-3, by plane) that the usual "
+             "hash then spreads",
+             (Edit("lab3-partitioner", "sub",
+                   "        if serialized_key == self.HOT:\n"
+                   "            salt = (murmur2(value['tailnum'].encode()) & 0x7fffffff) % 4\n"
+                   "            serialized_key = b'B6-%d' % salt\n"
+                   "        return partitions[(murmur2(serialized_key) & 0x7fffffff) % len(partitions)]",
+                   HOT_KEY_SOLUTION),),
+             fails()),
+    Scenario("hot-key-planes-in-turn", "lab3", "B6's planes dealt out to the partitions in turn, remembered "
+             "in a dict, the share measured with numpy",
+             (Edit("lab3-partitioner", "sub",
+                   "        if serialized_key != self.HOT:\n"
+                   "            return partitions[(murmur2(serialized_key) & 0x7fffffff) % len(partitions)]\n"
+                   "        seen = self.__dict__.setdefault('planes', {})\n"
+                   "        return partitions[seen.setdefault(value['tailnum'], len(seen) % len(partitions))]",
+                   HOT_KEY_SOLUTION),
+              Edit("lab3-spread", "sub", "import numpy as np\n"
+                   "counts = np.array(list(partition_loads(routed_topic).values()))\n"
+                   "busiest_share = counts.max() / counts.sum()\n",
+                   "routed_loads = partition_loads(routed_topic)\n"
+                   "busiest_share = max(routed_loads.values()) / sum(routed_loads.values())\n")),
              fails()),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),
@@ -511,7 +572,7 @@ ATTACKS = (
     Scenario("allocates-16-gb", "lab3", "a cell that allocates 16 GB",
              (Edit("lab3-predict", "after", "hog = bytearray(16 * 2**30)"),), note="MemoryError"),
     Scenario("fork-bomb", "lab3", "a last cell that forks until the machine gives out",
-             (Edit("lab3-q4", "after",
+             (Edit("lab3-q5", "after",
                    "import os, time\n"
                    "while True:\n"
                    "    if os.fork() == 0:\n"

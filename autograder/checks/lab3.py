@@ -1,4 +1,4 @@
-"""Lab 3, partitions and ordering: the checks of its four graded parts."""
+"""Lab 3, partitions and ordering: the checks of its five graded parts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from . import CheckFailed, Context, check, expect, expect_equal
 from .kafka_state import describe_topic, end_offsets, read_all
 
 CARRIER_TOPIC, CARRIER_PARTITIONS = "by-carrier", 6
-ROUTED_TOPIC, ROUTED_PARTITIONS, HUB_KEY = "routed", 4, b"UA"
+ROUTED_TOPIC, HOT_KEY, MAX_SHARE = "routed", b"B6", 0.30
 PLANE_TOPIC = "plane-events"
 
 
@@ -20,14 +20,16 @@ def java_partition(key: bytes, n: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % n
 
 
-def routed_partition(key: bytes, n: int) -> int:
-    return 0 if key == HUB_KEY else 1 + java_partition(key, n - 1)
-
-
 def carriers() -> list[str]:
     from cluster.lab import load_flights
 
     return sorted({f["carrier"] for f in load_flights()})
+
+
+def jfk_departures() -> int:
+    from cluster.lab import load_flights
+
+    return len(load_flights(origin="JFK"))
 
 
 @check("lab3-q1")
@@ -49,21 +51,80 @@ def predicted_partitions(ctx: Context) -> None:
 
 
 @check("lab3-q2")
-def custom_partitioner(ctx: Context) -> None:
-    """the routed topic has UA alone in partition 0 and every other carrier hashed over 1..3"""
-    meta = describe_topic(ctx, ROUTED_TOPIC)
-    expect_equal(len(meta["partitions"]), ROUTED_PARTITIONS, f"partitions of {ctx.topic(ROUTED_TOPIC)}")
-    records = read_all(ctx, ROUTED_TOPIC)
-    expect(len(records) > 0, f"{ctx.topic(ROUTED_TOPIC)} is empty", hint="Produce the flights with your partitioner.")
-    expect(any(r.key == HUB_KEY for r in records), "no UA flight on the routed topic", found="none")
-    for r in records:
-        expect_equal(r.partition, routed_partition(r.key, ROUTED_PARTITIONS),
-                     f"the partition of the message with key {r.key!r} (offset {r.offset})",
-                     hint="UA goes to partition 0; any other key to 1 + (murmur2(key) & 0x7fffffff) % 3, "
-                          "so that no other carrier shares UA's partition.")
+def measured_skew(ctx: Context) -> None:
+    """partition_loads(topic) counts what the broker holds, and the busiest partition was predicted"""
+    from kafka import KafkaProducer
+
+    # A topic of the grader's own, with counts the notebook cannot know: the function must ask.
+    probe = ctx.topic(f"loads-probe-{ctx.rng.randrange(10**6)}")
+    ctx.admin.create_topics({probe: {"num_partitions": 3, "replication_factor": 3}})
+    ctx.admin.wait_for_topics([probe])
+    want = {p: ctx.rng.randrange(1, 40) for p in range(3)}
+    producer = KafkaProducer(**ctx.kafka)
+    for p, n in want.items():
+        for _ in range(n):
+            producer.send(probe, value=b"x", partition=p)
+    producer.flush()
+    producer.close()
+    expect_equal(ctx.sub.value(f"partition_loads({probe!r})"), want,
+                 f"partition_loads({probe!r}) on a topic of the grader's, with 3 partitions",
+                 hint="Ask the broker for each partition's end offset (a consumer's end_offsets); "
+                      "do not count the flights you sent.")
+    loads = end_offsets(ctx, CARRIER_TOPIC)
+    expect(sum(loads.values()) > 0, f"{ctx.topic(CARRIER_TOPIC)} is empty",
+           hint="Run the cell that sends the JFK departures.")
+    busiest = max(loads, key=loads.get)
+    predicted = ctx.sub.value("predicted_busiest")
+    expect(isinstance(predicted, int) and not isinstance(predicted, bool),
+           "predicted_busiest should be a partition number", found=predicted)
+    expect_equal(predicted, busiest, "predicted_busiest: the partition of carrier_topic holding the most "
+                 f"messages ({loads[busiest]} of {sum(loads.values())})",
+                 hint="The busiest partition is the one the biggest carrier's key hashes to, plus whatever "
+                      "other carriers share it: predict_partition(b'B6', 6).")
 
 
 @check("lab3-q3")
+def spread_hot_key(ctx: Context) -> None:
+    """routed_topic keeps each carrier, and each B6 plane, in one partition, with no partition over 30%"""
+    records = read_all(ctx, ROUTED_TOPIC)
+    expect_equal(len(records), jfk_departures(), f"messages on {ctx.topic(ROUTED_TOPIC)}",
+                 hint="Run the cell that sends every JFK departure through your partitioner, once.")
+    partitions_of = defaultdict(set)   # carrier, or B6's plane -> partitions it landed in
+    load = defaultdict(int)
+    for r in records:
+        load[r.partition] += 1
+        if r.key == HOT_KEY:
+            try:
+                tailnum = json.loads(r.value)["tailnum"]
+            except (ValueError, KeyError, TypeError):
+                raise CheckFailed("a B6 message on the routed topic is not a JSON flight", found=r.value[:60]) from None
+            partitions_of[("B6 plane", tailnum)].add(r.partition)
+        else:
+            partitions_of[("carrier", (r.key or b"").decode(errors="replace"))].add(r.partition)
+    split = sorted(name for (kind, name), parts in partitions_of.items() if kind == "carrier" and len(parts) > 1)
+    expect(not split, "every carrier other than B6 keeps its messages in one partition",
+           expected="1 partition each", found=f"{', '.join(split)} in several",
+           hint="Only the hot key is spread; every other key is hashed as the default partitioner does, "
+                "so its order survives.")
+    planes = sorted(name for (kind, name), parts in partitions_of.items() if kind == "B6 plane" and len(parts) > 1)
+    expect(not planes, "each B6 plane (tailnum) keeps its messages in one partition",
+           expected="1 partition per plane", found=f"{len(planes)} planes in several, e.g. {planes[:3]}",
+           hint="Spread B6 by something that stays the same for a plane (its tailnum), not at random "
+                "or in turn: a plane's flights must stay in order.")
+    share = max(load.values()) / len(records)
+    expect(share <= MAX_SHARE, f"the busiest partition of {ctx.topic(ROUTED_TOPIC)} holds at most "
+           f"{MAX_SHARE:.0%} of the messages", expected=f"at most {MAX_SHARE:.0%}", found=f"{share:.1%} "
+           f"(partition loads {dict(sorted(load.items()))})",
+           hint="A partition of its own still leaves B6 in one partition: spread B6's planes over "
+                "several partitions.")
+    got = ctx.sub.value("busiest_share")
+    expect(isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - share) < 1e-9,
+           "busiest_share: the share (0 to 1) of routed_topic's messages in its busiest partition",
+           expected=share, found=got,
+           hint="Measure with partition_loads(routed_topic): the largest count over the total, as a fraction.")
+
+
+@check("lab3-q4")
 def per_key_order(ctx: Context) -> None:
     """each plane's events sit in one partition, in the order the plane flew them"""
     from cluster.lab import load_flights
@@ -93,15 +154,13 @@ def per_key_order(ctx: Context) -> None:
            hint="Sort the flights by sched_dep_time before sending them.")
 
 
-@check("lab3-q4")
-def skew_and_remapping(ctx: Context) -> None:
-    """messages_per_partition matches the broker, and remapped_share is exact"""
-    expect_equal(ctx.sub.value("messages_per_partition"), end_offsets(ctx, CARRIER_TOPIC),
-                 f"messages_per_partition of {ctx.topic(CARRIER_TOPIC)}",
-                 hint="Ask the broker: a consumer's end_offsets for each TopicPartition (offsets start at 0 here).")
+@check("lab3-q5")
+def remapping(ctx: Context) -> None:
+    """remapped_share is the exact share of carriers that move when 6 partitions become 8"""
     keys = [c.encode() for c in carriers()]
     moved = sum(java_partition(k, 6) != java_partition(k, 8) for k in keys) / len(keys)
     got = ctx.sub.value("remapped_share")
-    expect(isinstance(got, float) and abs(got - moved) < 1e-9, "remapped_share: the share of carriers whose "
-           "partition changes when the topic grows from 6 to 8 partitions", expected=moved, found=got,
+    expect(isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - moved) < 1e-9,
+           "remapped_share: the share (0 to 1) of carriers whose partition changes when the topic grows "
+           "from 6 to 8 partitions", expected=moved, found=got,
            hint="Compare predict_partition(key, 6) and predict_partition(key, 8) for every carrier in `carriers`.")

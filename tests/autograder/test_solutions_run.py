@@ -25,6 +25,12 @@ LESSONS = {
         r"RPC call:   UNAVAILABLE",                               # the server is gone, the call fails
         r"Kafka send: stored at offset \d+",                     # the send still lands
     ],
+    "lab3": [
+        r"all predictions right: True",
+        r"busiest: partition 0 with 52% of the messages",                 # the hot key's partition
+        r"busiest partition of routed_topic: (1\d|2\d|30)% of the messages",   # spread by plane
+        r"its flights in order: True \| other planes' events in between: True",
+    ],
     "lab4": [
         r"a left cleanly:  after\s+[0-2]\.\d s \{'[bc]': \[[\d, ]+\], '[bc]': \[[\d, ]+\]\}",   # close() leaves at once
         r"b crashed:\s+after\s+([5-9]|1\d)\.\d s \{'c': \[0, 1, 2, 3\]\}",   # after the 6 s session timeout
