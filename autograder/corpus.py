@@ -94,6 +94,25 @@ def fails(*labels: str) -> frozenset[str]:
     return frozenset(labels)
 
 
+# Lab 2's consumer loop, as the solution writes it.
+SOLUTION_DELAYS_LOOP = ("    sums, counts = {}, {}\n"
+                        "    empty_polls = 0\n"
+                        "    while empty_polls < 3:\n"
+                        "        batch = consumer.poll(timeout_ms=1000)\n"
+                        "        if not batch:\n"
+                        "            empty_polls += 1\n"
+                        "            continue\n"
+                        "        empty_polls = 0\n"
+                        "        for tp, records in batch.items():\n"
+                        "            for r in records:\n"
+                        "                f = flight_pb2.Flight.FromString(r.value)\n"
+                        '                if f.HasField("dep_delay"):\n'
+                        "                    sums[f.origin] = sums.get(f.origin, 0) + f.dep_delay\n"
+                        "                    counts[f.origin] = counts.get(f.origin, 0) + 1\n"
+                        "    consumer.commit()\n"
+                        "    consumer.close()\n"
+                        "    return {o: round(sums[o] / counts[o], 2) for o in sums}\n")
+
 # Lab 3's hot-key partitioner, as the solution writes it (the cases below replace it).
 HOT_KEY_SOLUTION = ('        spread_by = value["tailnum"].encode() if serialized_key == self.HOT else serialized_key\n'
                     "        return partitions[(murmur2(spread_by) & 0x7fffffff) % len(partitions)]")
@@ -170,6 +189,27 @@ SCENARIOS = (
                    'auto_offset_reset="earliest")'),
               Edit("lab2-consume", "sub", "pass  # forgot to commit", "consumer.commit()")),
              fails("lab2-q4")),
+    Scenario("prediction-reads-it-all-again", "lab2", "predicts that the same group reads every flight again",
+             (Edit("lab2-predict", "sub", "predicted_again = dict(delays)\n", "predicted_again = {}\n"),),
+             fails("lab2-q5")),
+    Scenario("delays-from-the-dataset", "lab2", "the delays computed from load_flights, the topic never read "
+             "(shortcut)",
+             (Edit("lab2-consume", "sub",
+                   "    consumer.close()\n"
+                   "    rows = [f for f in flights if f['dep_delay'] is not None]\n"
+                   "    return {o: round(sum(f['dep_delay'] for f in rows if f['origin'] == o)\n"
+                   "                     / sum(1 for f in rows if f['origin'] == o), 2) for o in {f['origin'] for f in rows}}\n",
+                   SOLUTION_DELAYS_LOOP),),
+             fails("lab2-q4")),
+    Scenario("counts-written-down", "lab2", "count_messages returns the number of flights for 'earliest' and 0 "
+             "for 'latest' without reading (shortcut)",
+             (Edit("lab2-reset", "sub", "    return len(flights) if reset == 'earliest' else 0\n",
+                   "    consumer = KafkaConsumer(flights_topic, **lab.connection, group_id=lab.group(group),\n"
+                   "                             auto_offset_reset=reset, consumer_timeout_ms=3000)\n"
+                   "    n = sum(1 for _ in consumer)\n"
+                   "    consumer.close()\n"
+                   "    return n\n"),),
+             fails("lab2-q5")),
     Scenario("tampers-with-checks", "lab1", "a wrong counter, plus a cell that disables the checks in its "
              "own kernel and prints a fake pass",
              (Edit("lab1-increase", "sub", "counts[key] = amt", "counts[key] = counts.get(key, 0) + amt"),
@@ -226,6 +266,24 @@ SCENARIOS = (
              (Edit("lab3-planes", "sub", "producer.send(plane_topic, value=", "producer.send(plane_topic, key=f[\"tailnum\"].encode(), value="),),
              fails("lab3-q4")),
     # --- lab 4: realistic mistakes -----------------------------------------------------------
+    Scenario("prediction-all-on-one", "lab4", "predicts that the first member takes every partition",
+             (Edit("lab4-predict", "sub", "predicted_shares = [4, 0, 0, 0, 0]\n", "predicted_shares = [1, 1, 1, 1, 0]\n"),),
+             fails("lab4-q2")),
+    Scenario("counts-from-end-offsets", "lab4", "count_in_group adds up the end offsets instead of reading in "
+             "the group (shortcut)",
+             (Edit("lab4-two-groups", "sub",
+                   "    probe = KafkaConsumer(**lab.connection)\n"
+                   "    parts = [TopicPartition(topic, p) for p in probe.partitions_for_topic(topic)]\n"
+                   "    n = sum(probe.end_offsets(parts).values())\n"
+                   "    probe.close()\n"
+                   "    return n\n",
+                   "    consumer = KafkaConsumer(topic, **lab.connection, group_id=lab.group(group),\n"
+                   "                             auto_offset_reset=\"earliest\", enable_auto_commit=False, consumer_timeout_ms=2000)\n"
+                   "    n = sum(1 for _ in consumer)\n"
+                   "    consumer.commit()\n"
+                   "    consumer.close()\n"
+                   "    return n\n"),),
+             fails("lab4-q1")),
     Scenario("one-group-for-both", "lab4", "the archive reads in the dashboard's group and finds nothing left",
              (Edit("lab4-two-groups", "sub", 'archive_count = count_in_group("dashboard")',
                    'archive_count = count_in_group("archive")'),),

@@ -42,15 +42,16 @@ def two_groups_see_everything(ctx: Context) -> None:
 
 @check("lab4-q2")
 def members_split_partitions(ctx: Context) -> None:
-    """five copies of group_member.py split four partitions: one each, one idle"""
+    """five copies of group_member.py split four partitions, one each and one idle, as predicted"""
     try:
-        _members_split_partitions(ctx)
+        owned = _members_split_partitions(ctx)
     except CheckFailed as e:
         ctx.scratch["member_error"] = e
         raise
+    check_prediction(ctx, owned)   # a wrong prediction fails this part only, not lab4-q3
 
 
-def _members_split_partitions(ctx: Context) -> None:
+def _members_split_partitions(ctx: Context) -> list[int]:
     group = f"members-{ctx.rng.randrange(10**6)}"
     runs = [start(ctx, MEMBER_SCRIPT, group, f"member-{i}", str(MEMBER_IDLE_S), tag=f"{group}-{i}")
             for i in range(MEMBERS)]
@@ -82,6 +83,18 @@ def _members_split_partitions(ctx: Context) -> None:
                  hint="subscribe() lets the group assign partitions; assign() bypasses the group.")
     expect_equal(owned, [0] + [1] * PARTITIONS, "partitions per member (five members, four partitions)")
     ctx.scratch["member_runs"] = (group, runs)
+    return owned
+
+
+def check_prediction(ctx: Context, owned: list[int]) -> None:
+    predicted = ctx.sub.value("predicted_shares")
+    expect(isinstance(predicted, (list, tuple)) and len(predicted) == MEMBERS
+           and all(isinstance(n, int) and not isinstance(n, bool) for n in predicted),
+           "predicted_shares should list five numbers of partitions, one per member", found=predicted)
+    expect_equal(sorted(predicted), owned, "predicted_shares (in any order) against the partitions per member "
+                 "the coordinator handed out",
+                 hint="A partition is read by one member of a group at a time; with more members than "
+                      "partitions, some members get none.")
 
 
 @check("lab4-q3")
@@ -90,7 +103,7 @@ def members_commit_everything(ctx: Context) -> None:
     if "member_error" in ctx.scratch:
         raise CheckFailed(f"this part needs the members of lab4-q2, which failed: {ctx.scratch['member_error'].what}")
     if "member_runs" not in ctx.scratch:
-        members_split_partitions(ctx)
+        _members_split_partitions(ctx)
     group, runs = ctx.scratch["member_runs"]
     codes = [wait(r) for r in runs]
     expect(all(c == 0 for c in codes), f"{MEMBER_SCRIPT} should exit 0 once idle", expected=[0] * MEMBERS, found=codes)
