@@ -113,6 +113,18 @@ SOLUTION_DELAYS_LOOP = ("    sums, counts = {}, {}\n"
                         "    consumer.close()\n"
                         "    return {o: round(sums[o] / counts[o], 2) for o in sums}\n")
 
+# Lab 4's group member loop, as the solution writes it.
+LAB4_MEMBER_LOOP = ("consumer.subscribe([topic_name(\"departures\")])\n"
+                    "records, owned = 0, set()\n"
+                    "last = time.monotonic()\n"
+                    "while time.monotonic() - last < idle_s:\n"
+                    "    batch = consumer.poll(timeout_ms=500)\n"
+                    "    owned |= {tp.partition for tp in consumer.assignment()}\n"
+                    "    if batch:\n"
+                    "        records += sum(len(rs) for rs in batch.values())\n"
+                    "        consumer.commit()\n"
+                    "        last = time.monotonic()\n")
+
 # Lab 3's hot-key partitioner, as the solution writes it (the cases below replace it).
 HOT_KEY_SOLUTION = ('        spread_by = value["tailnum"].encode() if serialized_key == self.HOT else serialized_key\n'
                     "        return partitions[(murmur2(spread_by) & 0x7fffffff) % len(partitions)]")
@@ -480,6 +492,126 @@ c.close()
                    "busiest_share = counts.max() / counts.sum()\n",
                    "routed_loads = partition_loads(routed_topic)\n"
                    "busiest_share = max(routed_loads.values()) / sum(routed_loads.values())\n")),
+             fails()),
+    Scenario("servicer-with-setdefault", "lab1", "the counter and the servicer count with setdefault and +=, "
+             "the servicer's replies built from keyword dicts, the client calls through a future",
+             (Edit("lab1-increase", "sub", "    counts.setdefault(key, 0)\n"
+                   "    counts[key] += amt\n"
+                   "    return counts[key]\n",
+                   "    counts[key] = counts.get(key, 0) + amt\n    return counts[key]\n"),
+              Edit("lab1-servicer", "sub", "        with self.lock:\n"
+                   "            self.totals.setdefault(request.key, 0)\n"
+                   "            self.totals[request.key] += request.amount\n"
+                   "            return counter_pb2.IncreaseReply(**{'total': self.totals[request.key]})\n",
+                   "        with self.lock:\n"
+                   "            self.totals[request.key] = self.totals.get(request.key, 0) + request.amount\n"
+                   "            return counter_pb2.IncreaseReply(total=self.totals[request.key])\n"),
+              Edit("lab1-client", "sub", "def rpc_increase(key, amt):\n"
+                   "    call = stub.Increase.future(counter_pb2.IncreaseRequest(key=key, amount=amt))\n"
+                   "    return call.result(timeout=5).total\n",
+                   "def rpc_increase(key, amt):\n"
+                   "    return stub.Increase(counter_pb2.IncreaseRequest(key=key, amount=amt)).total\n")),
+             fails()),
+    Scenario("consumes-with-statistics", "lab2", "the delays gathered in a defaultdict(list) and averaged with "
+             "statistics.fmean, the poll loop stopping on a deadline after the last record; first_sent a list",
+             (Edit("lab2-consume", "sub",
+                   "    import statistics, time\n"
+                   "    from collections import defaultdict\n"
+                   "    by_origin = defaultdict(list)\n"
+                   "    quiet_since = time.monotonic()\n"
+                   "    while time.monotonic() - quiet_since < 3:\n"
+                   "        for records in consumer.poll(timeout_ms=500).values():\n"
+                   "            quiet_since = time.monotonic()\n"
+                   "            for r in records:\n"
+                   "                f = flight_pb2.Flight()\n"
+                   "                f.ParseFromString(r.value)\n"
+                   "                if f.HasField('dep_delay'):\n"
+                   "                    by_origin[f.origin].append(f.dep_delay)\n"
+                   "    consumer.commit()\n"
+                   "    consumer.close()\n"
+                   "    return {o: round(statistics.fmean(d), 2) for o, d in by_origin.items()}\n",
+                   SOLUTION_DELAYS_LOOP),
+              Edit("lab2-first-sent", "sub", "first_sent = [meta.topic_partition.partition, meta.offset]",
+                   "first_sent = (meta.partition, meta.offset)")),
+             fails()),
+    Scenario("member-commits-each-partition", "lab4", "group_member.py polls a few records at a time and commits "
+             "each partition's next offset explicitly (OffsetAndMetadata), its partitions gathered as it goes",
+             (Edit("lab4-member", "sub",
+                   "from kafka.structs import OffsetAndMetadata\n"
+                   "consumer.subscribe(topics=[topic_name('departures')])\n"
+                   "records, owned = 0, set()\n"
+                   "idle_since = time.monotonic()\n"
+                   "while time.monotonic() - idle_since < idle_s:\n"
+                   "    for tp, batch in consumer.poll(timeout_ms=250, max_records=20).items():\n"
+                   "        records += len(batch)\n"
+                   "        consumer.commit({tp: OffsetAndMetadata(batch[-1].offset + 1, '', -1)})\n"
+                   "        idle_since = time.monotonic()\n"
+                   "    owned.update(tp.partition for tp in consumer.assignment())\n",
+                   LAB4_MEMBER_LOOP),),
+             fails()),
+    Scenario("counts-by-assign-and-lag-by-committed", "lab4", "count_in_group assigns every partition and reads "
+             "up to the end offsets (a numpy count); lag asks a consumer of the group for committed()",
+             (Edit("lab4-two-groups", "sub",
+                   "    import numpy as np\n"
+                   "    consumer = KafkaConsumer(**lab.connection, group_id=lab.group(group), enable_auto_commit=False)\n"
+                   "    tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]\n"
+                   "    consumer.assign(tps)\n"
+                   "    consumer.seek_to_beginning()\n"
+                   "    last = consumer.end_offsets(tps)\n"
+                   "    n = 0\n"
+                   "    while any(consumer.position(tp) < last[tp] for tp in tps):\n"
+                   "        n += sum(len(rs) for rs in consumer.poll(timeout_ms=500).values())\n"
+                   "    consumer.commit()\n"
+                   "    consumer.close()\n"
+                   "    return np.int64(n)\n",
+                   "    consumer = KafkaConsumer(topic, **lab.connection, group_id=lab.group(group),\n"
+                   "                             auto_offset_reset=\"earliest\", enable_auto_commit=False, consumer_timeout_ms=2000)\n"
+                   "    n = sum(1 for _ in consumer)\n"
+                   "    consumer.commit()\n"
+                   "    consumer.close()\n"
+                   "    return n\n"),
+              Edit("lab4-lag", "sub",
+                   "    reader = KafkaConsumer(**lab.connection, group_id=group, enable_auto_commit=False)\n"
+                   "    tps = [TopicPartition(topic, p) for p in reader.partitions_for_topic(topic)]\n"
+                   "    last = reader.end_offsets(tps)\n"
+                   "    behind = {tp.partition: last[tp] - (reader.committed(tp) or 0) for tp in tps}\n"
+                   "    reader.close()\n"
+                   "    return behind\n",
+                   "    committed = lab.admin.list_group_offsets(group).get(group, {})\n"
+                   "    probe = KafkaConsumer(**lab.connection)\n"
+                   "    partitions = [TopicPartition(topic, p) for p in probe.partitions_for_topic(topic)]\n"
+                   "    ends = probe.end_offsets(partitions)\n"
+                   "    probe.close()\n"
+                   "    return {tp.partition: ends[tp] - (committed[tp].offset if tp in committed else 0) for tp in partitions}\n")),
+             fails()),
+    Scenario("checkpoint-with-mkstemp", "lab5", "the checkpoint read with pathlib, written to a mkstemp file "
+             "and renamed over the old one, the start offsets taken with .get(..., 0)",
+             (Edit("lab5-stats", "sub",
+                   "    import pathlib\n"
+                   "    path = pathlib.Path(CHECKPOINT)\n"
+                   "    return json.loads(path.read_text()) if path.exists() else {'offsets': {}, 'stats': {}, 'seen': []}\n",
+                   "    if not os.path.exists(CHECKPOINT):\n"
+                   "        return {\"offsets\": {}, \"stats\": {}, \"seen\": []}\n"
+                   "    with open(CHECKPOINT) as f:\n"
+                   "        return json.load(f)\n"),
+              Edit("lab5-stats", "sub",
+                   "    import tempfile\n"
+                   "    fd, tmp = tempfile.mkstemp(dir='.', prefix='checkpoint-')\n"
+                   "    with os.fdopen(fd, 'w') as f:\n"
+                   "        json.dump(state, f)\n"
+                   "    os.rename(tmp, CHECKPOINT)\n",
+                   "    tmp = CHECKPOINT + \".tmp\"\n"
+                   "    with open(tmp, \"w\") as f:\n"
+                   "        json.dump(state, f)\n"
+                   "        f.flush()\n"
+                   "        os.fsync(f.fileno())\n"
+                   "    os.replace(tmp, CHECKPOINT)  # atomic: readers see the old file or the new one, never half\n"),
+              Edit("lab5-stats", "sub",
+                   "    consumer.seek(tp, state[\"offsets\"].get(str(tp.partition), 0))\n",
+                   "    if str(tp.partition) in state[\"offsets\"]:\n"
+                   "        consumer.seek(tp, state[\"offsets\"][str(tp.partition)])\n"
+                   "    else:\n"
+                   "        consumer.seek_to_beginning(tp)\n")),
              fails()),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),

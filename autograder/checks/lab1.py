@@ -73,20 +73,23 @@ def protobuf_round_trip(ctx: Context) -> None:
         sent_ms = 1357000000000 + ctx.rng.randrange(10**8)
         data = ctx.sub.value(f"encode_event({key!r}, {amount}, {sent_ms})")
         expect(isinstance(data, bytes), f"encode_event({key!r}, {amount}, {sent_ms}) should return bytes",
-               expected="bytes", found=type(data).__name__, hint="Return event.SerializeToString().")
+               expected="bytes", found=type(data).__name__,
+               hint="encode_event should return the protobuf encoding of the event (bytes), "
+                    "not the message object or JSON.")
         try:
             event = Event.FromString(data)
         except Exception:
             raise CheckFailed("encode_event's bytes are not a protobuf CounterEvent", found=data[:60],
-                              hint="Build a counter_pb2.CounterEvent and call SerializeToString(); "
-                                   "json.dumps gives JSON, not protobuf.") from None
+                              hint="The bytes must be a serialized CounterEvent from the contract; JSON text, or "
+                                   "another message type, does not parse as one.") from None
         expect_equal((event.key, event.amount, event.sent_ms), (key, amount, sent_ms),
                      "the fields of the CounterEvent your encode_event wrote")
         ours = Event(key=key, amount=amount, sent_ms=sent_ms).SerializeToString()
         got = ctx.sub.value(f"decode_event({ours!r})")
         expect_equal(tuple(got) if isinstance(got, (list, tuple)) else got, (key, amount),
                      "decode_event(bytes of a CounterEvent) should return (key, amount)",
-                     hint="Parse with counter_pb2.CounterEvent.FromString(data).")
+                     hint="decode_event should deserialize the bytes into a CounterEvent and return its key and "
+                          "amount as a pair, not the message itself.")
 
 
 @check("lab1-q3", pause_kernel=False)   # calls the server running in the kernel
@@ -108,7 +111,8 @@ def grpc_service(ctx: Context) -> None:
     # The notebook's own client must reach the same server.
     got = ctx.sub.value(f"rpc_increase({key!r}, 1)")
     expect_equal(got, total + 1, f"rpc_increase({key!r}, 1) through your client stub",
-                 hint="rpc_increase should call stub.Increase and return reply.total.")
+                 hint="rpc_increase should go through your client stub to the running server and return the "
+                      "total from the reply, not the reply object or a local count.")
 
 
 @check("lab1-q4", pause_kernel=False)
@@ -118,21 +122,24 @@ def stream_matches_rpc(ctx: Context) -> None:
     truth = expected_updates()
     records = read_all(ctx, EVENTS_TOPIC)
     expect_equal(len(records), UPDATES, f"number of events on {ctx.topic(EVENTS_TOPIC)}",
-                 hint="Send one event per update and call producer.flush() before consuming.")
+                 hint="Send exactly one event per update, and flush the producer before reading: "
+                      "send() only buffers events.")
     from_topic = Counter()
     for r in records:
         try:
             e = Event.FromString(r.value)
         except Exception:
             raise CheckFailed("an event on the topic is not a protobuf CounterEvent", found=r.value[:60],
-                              hint="send_increase should send encode_event(...) bytes.") from None
+                              hint="Each event's value must be the protobuf bytes of a CounterEvent, "
+                                   "not JSON or a string.") from None
         expect_equal(r.key, e.key.encode(), f"the key of the event at partition {r.partition} offset {r.offset}",
                      hint="Use the counter key, encoded as bytes, as the message key.")
         from_topic[e.key] += e.amount
     expect_equal(dict(from_topic), dict(truth), "miles per carrier summed from the topic")
     stream_counts = ctx.sub.value("dict(stream_counts)")
     expect_equal(stream_counts, dict(truth), "stream_counts (what your consumer computed)",
-                 hint="Read from the earliest offset (auto_offset_reset='earliest') until no more messages arrive.")
+                 hint="A consumer that starts at the latest offset misses the events already on the topic: "
+                      "start from the beginning and read until no message arrives for a few seconds.")
     port = ctx.sub.value("server_port")
     M = messages()
     rpc_counts = {k: rpc(port, "Get", M["GetRequest"](key=k)).total for k in truth}
@@ -231,7 +238,8 @@ def measurements(ctx: Context) -> None:
                  hint="The size of the JSON text once encoded to bytes.")
     proto = messages()["CounterEvent"](**sample).SerializeToString()
     expect_equal(ctx.sub.value("proto_bytes"), len(proto), "proto_bytes: the size of the protobuf encoding",
-                 hint="The length of the bytes encode_event gives for the sample.")
+                 hint="The size of the sample serialized as a protobuf CounterEvent, in bytes: not its JSON, "
+                      "and not the size of the Python object.")
     # The end-to-end figure must come from real trips: events with the key "trip" on the topic.
     trips = [r for r in read_all(ctx, EVENTS_TOPIC) if r.key == b"trip"]
     expect(len(trips) >= TRIPS, f"trip events (key \"trip\") on {ctx.topic(EVENTS_TOPIC)}",

@@ -49,12 +49,14 @@ def flights_topic(ctx: Context) -> None:
     meta = describe_topic(ctx, TOPIC)
     parts = meta["partitions"]
     expect_equal(len(parts), PARTITIONS, f"number of partitions of {ctx.topic(TOPIC)}",
-                 hint="create_topics({name: {\"num_partitions\": 4, \"replication_factor\": 3, ...}})")
+                 hint="The number of partitions is fixed when a topic is created: give create_topics the partition "
+                      "count and replication factor the text asks for, then re-run the cell to recreate the topic.")
     replicas = sorted({len(p["replica_nodes"]) for p in parts})
     expect_equal(replicas, [REPLICAS], "replicas per partition")
     retention = topic_configs(ctx, TOPIC).get("retention.ms")
     expect_equal(retention, RETENTION_MS, "the topic's retention.ms",
-                 hint="Give the topic its settings in \"configs\": {\"retention.ms\": \"604800000\"} (a week, in ms, as a string).")
+                 hint="retention.ms is a topic setting given when the topic is created; it counts milliseconds, "
+                      "so check you converted a whole week (not a day, not seconds) and passed it as a string.")
 
 
 @check("lab2-q2")
@@ -63,7 +65,7 @@ def flights_on_the_topic(ctx: Context) -> None:
     truth = day_one()
     records = read_all(ctx, TOPIC)
     expect_equal(len(records), len(truth), f"number of messages on {ctx.topic(TOPIC)}",
-                 hint="Send each flight exactly once, then producer.flush(); re-run the notebook from the "
+                 hint="Send each flight exactly once and flush before you check; re-run the notebook from the "
                       "top if you sent some twice.")
     seen = Counter()
     for r in records:
@@ -71,12 +73,17 @@ def flights_on_the_topic(ctx: Context) -> None:
             f = Flight().FromString(r.value)
         except Exception:
             raise CheckFailed(f"the message at partition {r.partition} offset {r.offset} is not a flights.Flight",
-                              found=r.value[:60], hint="Send to_protobuf(flight) as the value.") from None
+                              found=r.value[:60],
+                              hint="The value must be the flight's protobuf bytes (a serialized Flight), "
+                                   "not JSON or the dict's text.") from None
         expect_equal(r.key, f.carrier.encode(), f"the key of the message at partition {r.partition} offset {r.offset}",
-                     hint="Use the carrier code, as bytes, as the key: key=f['carrier'].encode().")
+                     hint="Each message's key should be its own flight's carrier code, as bytes: check you did not key "
+                          "by another field or leave the key out.")
         headers = [(k, bytes(v)) for k, v in (r.headers or [])]
         expect(SCHEMA_HEADER in headers, f"the headers of the message at partition {r.partition} offset {r.offset}",
-               expected=[SCHEMA_HEADER], found=headers, hint="headers=[('schema', b'flights.Flight')]")
+               expected=[SCHEMA_HEADER], found=headers,
+               hint="Each message needs the schema header the text gives: headers are a list of "
+                    "(name, value) pairs, with the name a string and the value bytes.")
         seen[identity(f.carrier, f.flight, f.origin, f.dest, f.sched_dep_time)] += 1
     want = Counter(identity(t["carrier"], t["flight"], t["origin"], t["dest"], t["sched_dep_time"]) for t in truth)
     expect(seen == want, "the flights on the topic should be exactly the flights of 1 January",
@@ -100,7 +107,8 @@ def first_record_metadata(ctx: Context) -> None:
     expect_equal(identity(f.carrier, f.flight, f.origin, f.dest, f.sched_dep_time),
                  identity(first["carrier"], first["flight"], first["origin"], first["dest"], first["sched_dep_time"]),
                  f"the flight at partition {partition}, offset {offset}",
-                 hint="Take the metadata of the first future, futures[0].")
+                 hint="The pair must come from the future of the very first flight you sent, not the last "
+                      "one, nor the first callback to fire.")
 
 
 @check("lab2-q4")
@@ -114,11 +122,12 @@ def delays_by_origin(ctx: Context) -> None:
                           hint="A group that committed starts where it stopped: run the cell again (it begins "
                                "with lab.fresh_group(\"delays\")), or use a new group id.")
     expect(same_delays(got, truth), "delays: mean dep_delay per origin, rounded to 2 decimals", truth, got,
-           hint="Skip flights without a dep_delay (cancelled: HasField('dep_delay') is False), and read "
+           hint="Leave cancelled flights (no dep_delay) out of the mean instead of counting them as 0, and read "
                 "from the earliest offset until three polls in a row come back empty.")
     committed = committed_offsets(ctx, "delays", TOPIC)
     expect_equal(committed, end_offsets(ctx, TOPIC), f"offsets committed by group {ctx.group('delays')}",
-                 hint="Commit (consumer.commit()) after processing, before close().")
+                 hint="The group's offsets reach the broker only when you commit: commit once everything is "
+                      "processed, before you close the consumer.")
 
 
 @check("lab2-q5")

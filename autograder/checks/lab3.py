@@ -40,12 +40,15 @@ def predicted_partitions(ctx: Context) -> None:
         n = ctx.rng.randrange(2, 13)
         expect_equal(ctx.sub.value(f"predict_partition({key!r}, {n})"), java_partition(key, n),
                      f"predict_partition({key!r}, {n})",
-                     hint="Use murmur2 (the Java client's hash), keep it positive with & 0x7fffffff, then % n. "
-                          "Python's hash() is different, and random for bytes in every new process.")
+                     hint="The producer hashes the key's bytes with murmur2 (the Java client's hash) and clears "
+                          "the sign bit before taking the remainder; Python's hash() is different, and random "
+                          "for bytes.")
     records = read_all(ctx, CARRIER_TOPIC)
     expect(len(records) > 0, f"{ctx.topic(CARRIER_TOPIC)} is empty", hint="Run the cell that produces the flights.")
     for r in records:
-        expect(r.key is not None, "a message on by-carrier has no key", hint="Send with key=carrier.encode().")
+        expect(r.key is not None, "a message on by-carrier has no key",
+               hint="Every message needs its carrier code as the key, in bytes: without a key the producer "
+                    "picks a partition at random.")
         expect_equal(r.partition, java_partition(r.key, CARRIER_PARTITIONS),
                      f"the partition of the message with key {r.key!r} (offset {r.offset})")
 
@@ -80,7 +83,7 @@ def measured_skew(ctx: Context) -> None:
     expect_equal(predicted, busiest, "predicted_busiest: the partition of carrier_topic holding the most "
                  f"messages ({loads[busiest]} of {sum(loads.values())})",
                  hint="The busiest partition is the one the biggest carrier's key hashes to, plus whatever "
-                      "other carriers share it: predict_partition(b'B6', 6).")
+                      "other carriers share it: work it out from your predictions, do not guess.")
 
 
 @check("lab3-q3")
@@ -121,7 +124,8 @@ def spread_hot_key(ctx: Context) -> None:
     expect(isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - share) < 1e-9,
            "busiest_share: the share (0 to 1) of routed_topic's messages in its busiest partition",
            expected=share, found=got,
-           hint="Measure with partition_loads(routed_topic): the largest count over the total, as a fraction.")
+           hint="Measure routed_topic's real loads with partition_loads, and give the busiest partition's "
+                "share as a fraction from 0 to 1, not a percentage or a count.")
 
 
 @check("lab3-q4")
@@ -163,4 +167,5 @@ def remapping(ctx: Context) -> None:
     expect(isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - moved) < 1e-9,
            "remapped_share: the share (0 to 1) of carriers whose partition changes when the topic grows "
            "from 6 to 8 partitions", expected=moved, found=got,
-           hint="Compare predict_partition(key, 6) and predict_partition(key, 8) for every carrier in `carriers`.")
+           hint="Count the carriers whose key lands in another partition with 8 partitions than with 6, "
+                "as a fraction of all carriers; remember that keys are hashed as bytes.")

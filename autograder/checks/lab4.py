@@ -37,7 +37,8 @@ def two_groups_see_everything(ctx: Context) -> None:
         expect_equal(ctx.sub.value(name), total, f"{name}: messages read by group {ctx.group(group)}",
                      hint="Each group keeps its own offsets: a new group with 'earliest' reads everything.")
         expect_equal(committed_offsets(ctx, group, TOPIC), ends, f"offsets committed by {ctx.group(group)}",
-                     hint="Commit after reading (consumer.commit()).")
+                     hint="A group's offsets are saved only when you commit: commit once the whole topic is read, "
+                          "before closing the consumer.")
 
 
 @check("lab4-q2")
@@ -114,8 +115,8 @@ def members_commit_everything(ctx: Context) -> None:
         reports.append(json.loads(lines[-1]))
     ends = end_offsets(ctx, TOPIC)
     expect_equal(committed_offsets(ctx, group, TOPIC), ends, f"offsets committed by {ctx.group(group)}",
-                 hint="Commit what you processed (consumer.commit()) before the group moves a partition away, "
-                      "and before close().")
+                 hint="Commit after each batch you processed, so the group holds your offsets before a partition "
+                      "moves to another member and before the consumer closes.")
     processed = sum(int(rep.get("records", 0)) for rep in reports)
     expect(processed >= sum(ends.values()), "records the members report having processed",
            expected=f"at least {sum(ends.values())}", found=processed)
@@ -147,5 +148,5 @@ def lag_matches_the_broker(ctx: Context) -> None:
     truth = {p: ends[p] - committed.get(p, 0) for p in ends}
     got = ctx.sub.value(f"lag({group!r}, {topic!r})")
     expect_equal(got, truth, f"lag({group!r}, {topic!r}) per partition",
-                 hint="lag = end offset (consumer.end_offsets) - committed offset (admin.list_group_offsets), "
-                      "for every partition of the topic; a partition with no commit counts from 0.")
+                 hint="Lag is how far the group's committed offset is behind the partition's end, for every partition "
+                      "of the topic (one never committed counts from 0); `group` is already a full group name.")

@@ -49,8 +49,8 @@ def replay_by_time(ctx: Context) -> None:
         want = sorted(json.loads(r.value)["id"] for r in records if start_ms <= r.timestamp < end_ms)
         got = ctx.sub.value(f"sorted(replay({start_ms}, {end_ms}))")
         expect_equal(got, want, f"the flight ids of replay({start_ms}, {end_ms})",
-                     hint="offsets_for_times({tp: start_ms}) gives the first offset at or after start_ms in "
-                          "each partition; seek there and read until a timestamp reaches end_ms (or the end).")
+                     hint="Start each partition at its first record at or after start_ms (offsets_for_times), and "
+                          "stop at its first record at or after end_ms or at its end: end_ms is not in the window.")
 
 
 @check("lab5-q2")
@@ -80,7 +80,8 @@ def read_checkpoint(ctx: Context) -> dict:
         return json.loads(text)
     except (ValueError, RecursionError):
         raise CheckFailed(f"{CHECKPOINT} is not valid JSON after the last run",
-                          hint="Write the checkpoint to a temporary file, then os.replace() it.") from None
+                          hint="A crash mid-write leaves half a file: write the checkpoint elsewhere first "
+                               "and swap it in atomically (os.replace).") from None
 
 
 @check("lab5-q3")
@@ -117,7 +118,8 @@ def survives_crashes(ctx: Context) -> str:
                               hint="After a crash the checkpoint must still be readable: write it to a "
                                    "temporary file and os.replace() it over the old one.")
     expect(crashes > 0, "the grader meant to crash the consumer at least once", found="; ".join(history),
-           hint="Save the checkpoint after each batch of at most 50 records (max_records=50).")
+           hint="The grader kills the consumer around its checkpoint writes: write a checkpoint after "
+                "every batch, and keep batches small (at most 50 records).")
     stats, truth = read_checkpoint(ctx).get("stats"), true_stats()
     found_n = sum(s.get("flights", 0) for s in stats.values()) if isinstance(stats, dict) else 0
     want_n = sum(s["flights"] for s in truth.values())
