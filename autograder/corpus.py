@@ -113,6 +113,14 @@ SOLUTION_DELAYS_LOOP = ("    sums, counts = {}, {}\n"
                         "    consumer.close()\n"
                         "    return {o: round(sums[o] / counts[o], 2) for o in sums}\n")
 
+# Lab 4's count_in_group, as the solution writes it.
+LAB4_COUNT_SOLUTION = ("    consumer = KafkaConsumer(topic, **lab.connection, group_id=lab.group(group),\n"
+                       "                             auto_offset_reset=\"earliest\", enable_auto_commit=False, consumer_timeout_ms=2000)\n"
+                       "    n = sum(1 for _ in consumer)\n"
+                       "    consumer.commit()\n"
+                       "    consumer.close()\n"
+                       "    return n\n")
+
 # Lab 4's group member loop, as the solution writes it.
 LAB4_MEMBER_LOOP = ("consumer.subscribe([topic_name(\"departures\")])\n"
                     "records, owned = 0, set()\n"
@@ -289,12 +297,7 @@ SCENARIOS = (
                    "    n = sum(probe.end_offsets(parts).values())\n"
                    "    probe.close()\n"
                    "    return n\n",
-                   "    consumer = KafkaConsumer(topic, **lab.connection, group_id=lab.group(group),\n"
-                   "                             auto_offset_reset=\"earliest\", enable_auto_commit=False, consumer_timeout_ms=2000)\n"
-                   "    n = sum(1 for _ in consumer)\n"
-                   "    consumer.commit()\n"
-                   "    consumer.close()\n"
-                   "    return n\n"),),
+                   LAB4_COUNT_SOLUTION),),
              fails("lab4-q1")),
     Scenario("one-group-for-both", "lab4", "the archive reads in the dashboard's group and finds nothing left",
              (Edit("lab4-two-groups", "sub", 'archive_count = count_in_group("dashboard")',
@@ -564,12 +567,7 @@ c.close()
                    "    consumer.commit()\n"
                    "    consumer.close()\n"
                    "    return np.int64(n)\n",
-                   "    consumer = KafkaConsumer(topic, **lab.connection, group_id=lab.group(group),\n"
-                   "                             auto_offset_reset=\"earliest\", enable_auto_commit=False, consumer_timeout_ms=2000)\n"
-                   "    n = sum(1 for _ in consumer)\n"
-                   "    consumer.commit()\n"
-                   "    consumer.close()\n"
-                   "    return n\n"),
+                   LAB4_COUNT_SOLUTION),
               Edit("lab4-lag", "sub",
                    "    reader = KafkaConsumer(**lab.connection, group_id=group, enable_auto_commit=False)\n"
                    "    tps = [TopicPartition(topic, p) for p in reader.partitions_for_topic(topic)]\n"

@@ -116,7 +116,8 @@ def delays_by_origin(ctx: Context) -> None:
     """delays holds the mean departure delay per airport, and the group committed to the end"""
     truth = mean_delays()
     got = ctx.sub.value("delays")
-    if got == {} and committed_offsets(ctx, "delays", TOPIC) == end_offsets(ctx, TOPIC):
+    committed, ends = committed_offsets(ctx, "delays", TOPIC), end_offsets(ctx, TOPIC)
+    if got == {} and committed == ends:
         raise CheckFailed("delays is empty, and the group had already committed the end of every partition "
                           "when your function ran", expected=truth, found=got,
                           hint="A group that committed starts where it stopped: run the cell again (it begins "
@@ -124,8 +125,7 @@ def delays_by_origin(ctx: Context) -> None:
     expect(same_delays(got, truth), "delays: mean dep_delay per origin, rounded to 2 decimals", truth, got,
            hint="Leave cancelled flights (no dep_delay) out of the mean instead of counting them as 0, and read "
                 "from the earliest offset until three polls in a row come back empty.")
-    committed = committed_offsets(ctx, "delays", TOPIC)
-    expect_equal(committed, end_offsets(ctx, TOPIC), f"offsets committed by group {ctx.group('delays')}",
+    expect_equal(committed, ends, f"offsets committed by group {ctx.group('delays')}",
                  hint="The group's offsets reach the broker only when you commit: commit once everything is "
                       "processed, before you close the consumer.")
 
