@@ -292,14 +292,13 @@ class Cluster:
                 raise ClusterError(f"Node {node.id} exited during start-up.", log_tail=tail, hint=hint)
 
     def _works(self, admin) -> tuple[bool, str]:
-        from kafka.admin import NewTopic
         from kafka.errors import TopicAlreadyExistsError
 
         brokers = live_brokers(admin)
         if brokers != set(S.NODE_IDS):
             return False, f"brokers in metadata: {sorted(brokers)}"
         try:
-            admin.create_topics([NewTopic(READY_TOPIC, 1, 3)])
+            admin.create_topics({READY_TOPIC: {"num_partitions": 1, "replication_factor": 3}})
         except TopicAlreadyExistsError:
             pass
         topic = admin.describe_topics([READY_TOPIC])[0]

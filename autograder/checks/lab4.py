@@ -126,13 +126,12 @@ def members_commit_everything(ctx: Context) -> None:
 def lag_matches_the_broker(ctx: Context) -> None:
     """lag(group, topic) equals end offset minus committed offset, per partition"""
     from kafka import TopicPartition
-    from kafka.admin import NewTopic
     from kafka.structs import OffsetAndMetadata
 
     # A topic and group of the grader's own, with a lag it chose.
     name = f"lag-check-{ctx.rng.randrange(10**6)}"
     topic, group = ctx.topic(name), ctx.group(name)
-    ctx.admin.create_topics([NewTopic(topic, 3, 3)])
+    ctx.admin.create_topics({topic: {"num_partitions": 3, "replication_factor": 3}})
     ctx.admin.wait_for_topics([topic])
     ctx.protect(topics=[topic], groups=[group])   # the lag is the grader's: the student's code may only read it
     producer = KafkaProducer(**ctx.kafka)
