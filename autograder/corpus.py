@@ -552,6 +552,26 @@ c.close()
                    "    owned.update(tp.partition for tp in consumer.assignment())\n",
                    LAB4_MEMBER_LOOP),),
              fails()),
+    Scenario("member-with-a-rebalance-listener", "lab4", "group_member.py learns its partitions from a "
+             "ConsumerRebalanceListener and polls in a loop of its own shape",
+             (Edit("lab4-member", "sub",
+                   "from kafka import ConsumerRebalanceListener\n\n"
+                   "class Track(ConsumerRebalanceListener):\n"
+                   "    def on_partitions_revoked(self, revoked):\n"
+                   "        pass\n\n"
+                   "    def on_partitions_assigned(self, assigned):\n"
+                   "        owned.update(tp.partition for tp in assigned)\n\n"
+                   "owned, records = set(), 0\n"
+                   "consumer.subscribe(topics=[topic_name('departures')], listener=Track())\n"
+                   "quiet = time.monotonic()\n"
+                   "while time.monotonic() - quiet < idle_s:\n"
+                   "    got = consumer.poll(timeout_ms=300)\n"
+                   "    records += sum(map(len, got.values()))\n"
+                   "    if got:\n"
+                   "        consumer.commit()\n"
+                   "        quiet = time.monotonic()\n",
+                   LAB4_MEMBER_LOOP),),
+             fails()),
     Scenario("counts-by-assign-and-lag-by-committed", "lab4", "count_in_group assigns every partition and reads "
              "up to the end offsets (a numpy count); lag asks a consumer of the group for committed()",
              (Edit("lab4-two-groups", "sub",
