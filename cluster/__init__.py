@@ -7,6 +7,7 @@
 your own, whichever way the cluster runs (local, docker compose, hosted).
 """
 
+from . import kafka_python_fix  # noqa: F401  (a race in kafka-python 3.0.12's group joins; see the module)
 from .connect import (admin_connection, bootstrap_servers, connection, group_name, mode, namespace, topic_name,
                       transactional_id)
 from .errors import ClusterError

@@ -1,0 +1,52 @@
+"""A fix for a race in kafka-python 3.0.12's group membership, applied when `cluster` is imported.
+
+What goes wrong without it: a consumer that subscribes and then polls with a short timeout
+(`poll(timeout_ms=1)`, or 200 ms while a group of three forms) can end up a member of its group
+that never sends a heartbeat and never gets its partitions. The steps:
+
+1. it joins before it knows the topic's partitions (the usual case right after subscribing);
+2. the metadata arrives, so it must join again, and it starts that join on its I/O thread;
+3. `poll()`'s timeout expires while that join is on the wire, leaving the join unfinished;
+4. as the group's leader it has meanwhile computed the new assignment, so its "must I join?"
+   check (`ConsumerCoordinator.need_rejoin`) answers no, and no later poll collects the join's
+   result: heartbeats stay off, the assignment is never applied, and after the session timeout
+   the coordinator removes the member while the process waits for records forever.
+
+The check answered from the assignment alone; the fix makes it also say yes while a join attempt
+is still unfinished, which is what kafka-python's base coordinator already does in every other
+path (its own flag stays set until the join's result has been collected). Measured on the
+course's cluster: a fresh group polled with `timeout_ms=1` got its partitions 2 times in 8 before,
+8 in 8 after (tests/cluster/test_kafka_python_fix.py runs that experiment).
+
+Only the pinned version is patched: a new kafka-python is checked again before its pin moves.
+"""
+
+from __future__ import annotations
+
+import kafka
+from kafka.coordinator.consumer import ConsumerCoordinator
+
+PATCHED_VERSION = "3.0.12"
+
+
+def apply() -> bool:
+    """Patch ConsumerCoordinator.need_rejoin once; True if the installed kafka-python is patched."""
+    if kafka.__version__ != PATCHED_VERSION:
+        return False
+    original = ConsumerCoordinator.need_rejoin
+    if getattr(original, "course_fix", False):
+        return True
+
+    def need_rejoin(self) -> bool:
+        # an unfinished join attempt: only join_group_async collects it (and turns heartbeats on)
+        if getattr(self, "_join_task", None) is not None and self._subscription.partitions_auto_assigned():
+            return True
+        return original(self)
+
+    need_rejoin.course_fix = True
+    need_rejoin.__doc__ = original.__doc__
+    ConsumerCoordinator.need_rejoin = need_rejoin
+    return True
+
+
+APPLIED = apply()

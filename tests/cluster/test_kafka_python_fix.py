@@ -1,0 +1,46 @@
+"""The course's fix for kafka-python 3.0.12's join race (cluster/kafka_python_fix.py): a consumer
+that polls with a very short timeout gets its partitions every time, on the real brokers.
+
+Without the fix, a fresh group polled with `timeout_ms=1` was given its partitions 2 times in 8
+on this cluster: the member stayed in the group without heartbeats and never read a record."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from kafka import KafkaConsumer
+
+from cluster import connection, group_name, kafka_python_fix, settings
+
+ATTEMPTS = 8
+DEADLINE_S = 6.0   # a fresh group forms in ~0.2 s here; a stuck member never does
+
+
+def test_the_fix_is_applied_to_the_pinned_kafka_python():
+    assert settings.python_pins()["kafka-python"] == kafka_python_fix.PATCHED_VERSION, (
+        "kafka-python's pin moved: check whether the join race is still there (this module's experiment "
+        "without the fix), then move PATCHED_VERSION or remove the fix")
+    assert kafka_python_fix.APPLIED
+
+
+def test_short_polls_get_their_partitions_every_time(cluster, admin):
+    topic = f"test.join-race-{uuid.uuid4().hex[:6]}"
+    admin.create_topics({topic: {"num_partitions": 4, "replication_factor": 3}})
+    admin.wait_for_topics([topic])
+    missed = []
+    try:
+        for attempt in range(ATTEMPTS):
+            consumer = KafkaConsumer(topic, **connection(), group_id=group_name(f"join-race-{uuid.uuid4().hex[:6]}"),
+                                     session_timeout_ms=6000, heartbeat_interval_ms=500)
+            try:
+                deadline = time.monotonic() + DEADLINE_S
+                while len(consumer.assignment()) < 4 and time.monotonic() < deadline:
+                    consumer.poll(timeout_ms=1)
+                if len(consumer.assignment()) < 4:
+                    missed.append((attempt, sorted(tp.partition for tp in consumer.assignment())))
+            finally:
+                consumer.close()
+    finally:
+        admin.delete_topics([topic])
+    assert not missed, f"(attempt, partitions) of members left without their partitions after {DEADLINE_S} s: {missed}"
