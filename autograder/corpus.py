@@ -631,6 +631,113 @@ c.close()
                    "    else:\n"
                    "        consumer.seek_to_beginning(tp)\n")),
              fails()),
+    # --- lab 6: realistic mistakes, shortcuts and other styles ---------------------------------
+    Scenario("missed-is-the-lag", "lab6", "counts what the group has not read yet (end minus committed), "
+             "as if the log still started at 0",
+             (Edit("lab6-missed", "sub", "counts[tp.partition] = consumer.end_offsets([tp])[tp] - committed",
+                   "counts[tp.partition] = max(0, starts[tp] - committed)"),),
+             fails("lab6-q1")),
+    Scenario("missed-goes-negative", "lab6", "a group ahead of the deletion gets a negative count",
+             (Edit("lab6-missed", "sub", "counts[tp.partition] = starts[tp] - committed",
+                   "counts[tp.partition] = max(0, starts[tp] - committed)"),),
+             fails("lab6-q1")),
+    Scenario("missed-skips-uncommitted", "lab6", "leaves out the partitions the group never committed",
+             (Edit("lab6-missed", "sub", "    for tp in tps:\n        if consumer.committed(tp) is None:\n"
+                   "            continue\n",
+                   "    for tp in tps:\n"),),
+             fails("lab6-q1")),
+    Scenario("missed-from-admin-offsets", "lab6", "committed offsets from the admin client, the counts as numpy "
+             "integers",
+             (Edit("lab6-missed", "replace",
+                   "def missed(topic, group):\n"
+                   "    import numpy as np\n"
+                   "    committed = lab.admin.list_group_offsets(group).get(group, {})\n"
+                   "    probe = KafkaConsumer(**lab.connection)\n"
+                   "    tps = [TopicPartition(topic, p) for p in probe.partitions_for_topic(topic)]\n"
+                   "    starts = probe.beginning_offsets(tps)\n"
+                   "    probe.close()\n"
+                   "    return {tp.partition: np.maximum(0, np.int64(starts[tp]) - (committed[tp].offset if tp in committed else 0))\n"
+                   "            for tp in tps}\n"),),
+             fails()),
+    Scenario("retention-keeps-a-week", "lab6", "predicts that a week's retention keeps everything for a week "
+             "from now",
+             (Edit("lab6-predict", "sub",
+                   'predicted_kept = {"week": 842, "append-time": 842, "forever": 842, "week-plus-now": 843}',
+                   'predicted_kept = {"week": 0, "append-time": 842, "forever": 842, "week-plus-now": 1}'),),
+             fails("lab6-q2")),
+    Scenario("retention-one-segment", "lab6", "predicts that the record sent now keeps the flights with it (one "
+             "segment)",
+             (Edit("lab6-predict", "sub",
+                   'predicted_kept = {"week": 0, "append-time": 842, "forever": 842, "week-plus-now": 843}',
+                   'predicted_kept = {"week": 0, "append-time": 842, "forever": 842, "week-plus-now": 1}'),),
+             fails("lab6-q2")),
+    Scenario("retention-as-numpy", "lab6", "the prediction built with dict() from numpy integers",
+             (Edit("lab6-predict", "sub",
+                   "import numpy as np\n"
+                   "predicted_kept = dict(zip(['week', 'append-time', 'forever', 'week-plus-now'], np.array([0, 842, 842, 1])))",
+                   'predicted_kept = {"week": 0, "append-time": 842, "forever": 842, "week-plus-now": 1}'),),
+             fails()),
+    Scenario("survivors-drop-tombstones", "lab6", "tombstones are left out, as if compaction removed them at once",
+             (Edit("lab6-survivors", "sub",
+                   "        if value is None:\n            newest.pop(key, None)\n        else:\n            newest[key] = offset\n",
+                   "        newest[key] = offset                 # a later write of the key replaces it; a tombstone is a write too\n"),),
+             fails("lab6-q3")),
+    Scenario("survivors-compact-the-active-segment", "lab6", "the active segment is compacted too",
+             (Edit("lab6-survivors", "sub",
+                   "    for offset, (key, value) in enumerate(closed + active):\n        newest[key] = offset\n"
+                   "    return sorted(newest.values())\n",
+                   "    for offset, (key, value) in enumerate(closed):\n"
+                   "        newest[key] = offset                 # a later write of the key replaces it; a tombstone is a write too\n"
+                   "    return sorted(newest.values()) + list(range(len(closed), len(closed) + len(active)))\n"),),
+             fails("lab6-q3")),
+    Scenario("survivors-first-write-wins", "lab6", "keeps each key's first write instead of its newest",
+             (Edit("lab6-survivors", "sub", "newest.setdefault(key, offset)",
+                   "newest[key] = offset                 # a later write of the key replaces it; a tombstone is a write too"),),
+             fails("lab6-q3")),
+    Scenario("survivors-scanned-backwards", "lab6", "scans the closed writes from the newest, keeping each key's "
+             "first sighting, and returns a numpy array",
+             (Edit("lab6-survivors", "replace",
+                   "def survivors(closed, active):\n"
+                   "    import numpy as np\n"
+                   "    seen, keep = set(), []\n"
+                   "    for offset in range(len(closed) - 1, -1, -1):\n"
+                   "        if closed[offset][0] not in seen:\n"
+                   "            seen.add(closed[offset][0])\n"
+                   "            keep.append(offset)\n"
+                   "    return np.array(sorted(keep) + [len(closed) + i for i in range(len(active))])\n"),),
+             fails()),
+    Scenario("rebuild-keeps-tombstones", "lab6", "a tombstone sets its key to None instead of removing it",
+             (Edit("lab6-rebuild", "sub", "table[r.key.decode()] = None", "table.pop(r.key.decode(), None)"),),
+             fails("lab6-q4")),
+    Scenario("rebuild-first-partition", "lab6", "reads partition 0 only",
+             (Edit("lab6-rebuild", "sub", "partitions = [TopicPartition(topic, 0)]",
+                   "partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]"),),
+             fails("lab6-q4")),
+    Scenario("rebuild-from-the-dataset", "lab6", "the table built from the public flights instead of the topic "
+             "(shortcut)",
+             (Edit("lab6-rebuild", "replace",
+                   "def rebuild(topic):\n"
+                   "    table = {}\n"
+                   "    for f in sorted(flights, key=departure_ms):\n"
+                   "        if f['tailnum']:\n"
+                   "            table[f['tailnum']] = {'tailnum': f['tailnum'], 'last_origin': f['origin'],\n"
+                   "                                   'last_dest': f['dest'], 'departed': f['dep_time']}\n"
+                   "    for tailnum in retired:\n"
+                   "        table.pop(tailnum, None)\n"
+                   "    return table\n"),),
+             fails("lab6-q4")),
+    Scenario("rebuild-with-lab-read", "lab6", "the table rebuilt from the course's lab.read helper",
+             (Edit("lab6-rebuild", "replace",
+                   "def rebuild(topic):\n"
+                   "    table = {}\n"
+                   "    for r in lab.read(topic):\n"
+                   "        key = r.key.decode()\n"
+                   "        if r.value is None:\n"
+                   "            table.pop(key, None)\n"
+                   "        else:\n"
+                   "            table[key] = json.loads(r.value)\n"
+                   "    return table\n"),),
+             fails()),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),
              note="Read-only file system"),

@@ -88,7 +88,7 @@ The first run downloads Python packages and Kafka's jars (a few minutes); later 
 in about 15 seconds. `make down` stops the cluster (your topics are kept), `make status`
 shows it. With Docker instead: `docker compose up`, then open http://localhost:8888.
 
-Work through `labs/lab1` to `labs/lab5` in order. Run each notebook from the top; every
+Work through the labs (`labs/lab1`, `labs/lab2`, ...) in order. Run each notebook from the top; every
 graded part has a test cell right below it, `grade("lab1-q2")`, that checks your work
 against the live cluster and says what it expected, what it found and what to try. Your
 course grades the notebook you hand in the same way, in a fresh kernel.

@@ -142,6 +142,31 @@ class Lab:
                                "send one record there first (send(...).get())")
         conn.data_received = lambda data: None   # this connection goes deaf; a new one will not be
 
+    def segments(self, topic: str, partition: int = 0) -> list[dict]:
+        """The segment files of one partition (a full topic name) on its leader's disk, oldest
+        first: base offset, bytes of its .log, and its files. Only on the local cluster, whose
+        data folders are on this machine."""
+        from .connect import mode
+
+        leader = next((p["leader_id"] for t in self.admin.describe_topics([topic]) for p in t["partitions"]
+                       if p["partition_index"] == partition), None)
+        folder = settings.Settings.from_env().node_dir(leader or 0) / "data" / f"{topic}-{partition}"
+        if mode() != "local" or not folder.is_dir():
+            raise RuntimeError(
+                f"the files of {topic}[{partition}] are not on this machine ({folder} not found): segment files "
+                "can be listed only on the local cluster. With docker compose: `docker compose exec kafka-1 ls -l "
+                f"/var/lib/kafka/data/{topic}-{partition}` (on the partition's leader).")
+        by_base: dict[int, dict] = {}
+        for f in sorted(folder.iterdir()):
+            stem, _, suffix = f.name.partition(".")
+            # a deleted segment's files are renamed *.deleted and removed a minute later
+            if stem.isdigit() and not suffix.endswith("deleted"):
+                seg = by_base.setdefault(int(stem), {"base_offset": int(stem), "log_bytes": 0, "files": []})
+                seg["files"].append(f.name)
+                if suffix == "log":
+                    seg["log_bytes"] = f.stat().st_size
+        return [by_base[b] for b in sorted(by_base)]
+
     @cached_property
     def admin(self):
         from kafka import KafkaAdminClient

@@ -35,6 +35,18 @@ LESSONS = {
         r"a left cleanly:  after\s+[0-2]\.\d s \{'[bc]': \[[\d, ]+\], '[bc]': \[[\d, ]+\]\}",   # close() leaves at once
         r"b crashed:\s+after\s+([5-9]|1\d)\.\d s \{'c': \[0, 1, 2, 3\]\}",   # after the 6 s session timeout
     ],
+    "lab6": [
+        r"base offset  +0: +1,0\d\d,\d{3} bytes of records",                       # 1 MiB segments, named by base offset
+        r"segments left: \[(\d+), \d+\] \| \(log start, end\): \{0: \(\1, 8420\)\}",  # a whole segment went
+        r"auto_offset_reset='earliest': committed 100, reads first offset [1-9]\d{3}\n",   # it skips to the log start
+        r"auto_offset_reset='latest': committed 100, reads first nothing: it waits at the end, offset 8420",
+        r"\bweek: records kept +0, \(log start, end\) offsets = \(842, 842\)",            # 2013 times, a week's retention
+        r"append-time: records kept 842",
+        r"forever: records kept 842",
+        r"week-plus-now: records kept +1, \(log start, end\) offsets = \(842, 843\)",
+        r"after: +\[\(4, 'B', None\), \(5, 'A', '3'\), \(6, 'D', '1'\), \(7, 'C', '2'\), \(8, 'E', '1'\)\]",
+        r"retired planes left in it: \[\]",
+    ],
     "lab5": [
         r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",
         r"commit after processing: killed after record 130 \(exit -9\); 0 lost, 10 processed twice \(120-129\)",
