@@ -1,4 +1,5 @@
-"""python -m autograder grade <lab> <notebook.ipynb> [--json FILE] | selftest | student-kit DIR"""
+"""python -m autograder grade <lab> <notebook.ipynb> [--json FILE] | grade-all <lab> <folder> | selftest
+                     | student-kit DIR"""
 
 from __future__ import annotations
 
@@ -23,6 +24,14 @@ def cmd_grade(a) -> int:
         print(f"infrastructure error: {result.infrastructure_error}", file=sys.stderr)
         return EXIT_INFRASTRUCTURE
     return 0
+
+
+def cmd_grade_all(a) -> int:
+    from .grade_all import grade_all
+
+    graded = grade_all(a.lab, Path(a.submissions), Path(a.out), jobs=a.jobs, regrade=a.regrade, retries=a.retries,
+                       progress=not a.no_progress)
+    return EXIT_INFRASTRUCTURE if any(g.status == "not graded" for g in graded) else 0
 
 
 def cmd_selftest(a) -> int:
@@ -54,6 +63,19 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--total-timeout", type=float, default=TOTAL_TIMEOUT_S,
                    help="seconds for the whole notebook (default: %(default)s)")
     g.set_defaults(func=cmd_grade)
+    ga = sub.add_parser("grade-all", help="grade a folder of submissions, several at a time; a gradebook CSV and "
+                        "a plot of the scores")
+    ga.add_argument("lab", help="the lab, e.g. lab1")
+    ga.add_argument("submissions", help="a folder of <student>.ipynb, or of <student>/.../<lab>.ipynb (nbgrader's "
+                    "submitted/ layout)")
+    ga.add_argument("--out", default="grades", help="where results.json per student, gradebook.csv and scores.png "
+                    "go (default: %(default)s)")
+    ga.add_argument("--jobs", type=int, default=4, help="gradings run at the same time (default: %(default)s)")
+    ga.add_argument("--regrade", action="store_true", help="grade again what an earlier run already graded")
+    ga.add_argument("--retries", type=int, default=1, help="times a grading that failed for the grader's own reasons "
+                    "is tried again, once the cluster works (default: %(default)s)")
+    ga.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
+    ga.set_defaults(func=cmd_grade_all)
     s = sub.add_parser("selftest", help="solutions score full marks, blanks 0, the corpus its expected scores")
     s.add_argument("labs", nargs="*", help="only these labs (default: all)")
     s.add_argument("--jobs", type=int, default=2, help="gradings run at the same time (default: %(default)s)")

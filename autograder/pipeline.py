@@ -31,6 +31,7 @@ from cluster.connect import admin_connection, anything_listens, bootstrap_server
 from cluster.settings import ROOT
 
 from .checks import CheckFailed, Context, checks_for, run_cleanups
+from .cluster_watch import ClusterWatch
 from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
 from .results import CheckResult, GradingResult
 from .sandbox import NOT_GUARANTEED, Cgroups, Limits, Sandbox, available
@@ -86,6 +87,7 @@ class Job:
     logdir: Path | None = None          # the grader's own: scripts' logs, out of the sandbox's reach
     release_files: tuple[Path, ...] = ()
     result: GradingResult | None = None
+    watch: ClusterWatch | None = None   # notices a broker going down while the submission is graded
 
 
 def graded_parts(nb) -> dict[str, float]:
@@ -146,6 +148,7 @@ def check_cluster(job: Job) -> None:
     if len(brokers) < 3:
         raise InfrastructureError(f"only {len(brokers)} of 3 brokers are up at {job.bootstrap}; "
                                   "see `python -m cluster status`.")
+    job.watch = ClusterWatch(job.admin).start()
 
 
 def read_submission(job: Job) -> None:
@@ -398,6 +401,18 @@ def grade(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = N
         for c in job.result.checks:
             c.details = c.details or traceback.format_exc()
     finally:
+        void_if_the_cluster_failed(job)
         clean_up(job)
         job.result.seconds = time.monotonic() - start
     return job.result
+
+
+def void_if_the_cluster_failed(job: Job) -> None:
+    """A grading during which a broker went down is not valid: its scores could be the
+    cluster's fault. It gets no score and an infrastructure error (grade it again)."""
+    problem = job.watch.stop() if job.watch else ""
+    if problem and not job.result.infrastructure_error:
+        job.result.infrastructure_error = f"{problem}, so this grading does not count: grade it again."
+        for c in job.result.checks:
+            c.score, c.passed = 0.0, False
+            c.message = f"Not graded: {problem} (not your work's fault); it will be graded again."

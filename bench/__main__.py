@@ -1,7 +1,8 @@
 """make bench: speed and memory targets, printed as a table (never asserted in tests).
 
 Cluster start-up and memory; grading time per lab and its stability (one score over many
-runs). Runs its own cluster on its own ports (settings.BENCH_PORT_BASE) in a temporary folder, so neither a
+runs); a class of submissions graded at once with grade-all (minutes, and every score as the
+corpus expects). Runs its own cluster on its own ports (settings.BENCH_PORT_BASE) in a temporary folder, so neither a
 lab cluster nor the test cluster is touched.
 """
 
@@ -108,6 +109,54 @@ def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
     return rows
 
 
+def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
+    """A class of `size` submissions of one lab, drawn in turn from the lab's corpus and its
+    solution, graded by grade-all `jobs` at a time: minutes for the class, and how many scores
+    differ from what the corpus expects (none may)."""
+    import csv
+    import subprocess
+
+    import nbformat
+
+    from autograder.corpus import SCENARIOS
+    from autograder.pipeline import SOLUTIONS, graded_parts
+    from autograder.selftest import expected_scores
+
+    solution = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)
+    parts = graded_parts(solution)
+    # realistic work: the solution, the mistakes and the other styles (not the attacks, built to be slow)
+    kinds = [(solution, dict(parts))] + [(s.notebook(), expected_scores(s, parts)) for s in SCENARIOS
+                                         if s.lab == lab and s.base == "solution" and not s.note]
+    with tempfile.TemporaryDirectory(prefix="course-bench-class-") as tmp:
+        tmp = Path(tmp)
+        c = fresh_cluster(tmp, "class")
+        c.up(echo=lambda *_: None)
+        env = dict(os.environ, COURSE_CLUSTER_HOME=str(c.cfg.home), COURSE_PORT_BASE=str(BENCH_PORT_BASE))
+        env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
+        expected = {}
+        (tmp / "submitted").mkdir()
+        for i in range(size):
+            nb, scores = kinds[i % len(kinds)]
+            student = f"student-{i:03d}"
+            nbformat.write(nb, tmp / "submitted" / f"{student}.ipynb")
+            expected[student] = scores
+        try:
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "autograder", "grade-all", lab, str(tmp / "submitted"),
+                            "--out", str(tmp / "grades"), "--jobs", str(jobs)], env=env, timeout=6 * 3600)
+            minutes = (time.perf_counter() - t) / 60
+        finally:
+            c.down(wipe=True)
+        with open(tmp / "grades" / "gradebook.csv") as f:
+            book = {row["student"]: row for row in csv.DictReader(f)}
+        wrong = sum(1 for s, want in expected.items()
+                    if book.get(s, {}).get("status") != "graded" or {p: float(book[s][p]) for p in parts} != want)
+    return [(f"grade a class of {size} {lab} submissions (grade-all, {jobs} at a time)", [minutes], "min",
+             10.0 * size / 200),
+            (f"{lab} submissions per minute", [size / minutes], "/min", None),
+            (f"scores that differ from the corpus's, or not graded, of {size}", [float(wrong)], "", 0.0)]
+
+
 def access_times(c: Cluster, runs: int) -> list[float]:
     """What logins and rights add to each grading: a user with its ACLs, made and removed."""
     from cluster import accounts
@@ -145,7 +194,10 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=3, help="warm starts to time (default 3)")
     p.add_argument("--cold-runs", type=int, default=2, help="cold starts, each downloading the jars (default 2)")
     p.add_argument("--grading-runs", type=int, default=20, help="gradings of each lab's solution (default 20)")
-    p.add_argument("--only", choices=("cluster", "grading"), help="run one part")
+    p.add_argument("--only", choices=("cluster", "grading", "class"), help="run one part")
+    p.add_argument("--class-size", type=int, default=200, help="submissions in the class graded at once (default 200)")
+    p.add_argument("--class-lab", default="lab1", help="the lab of that class (default lab1)")
+    p.add_argument("--class-jobs", type=int, default=8, help="grade-all's jobs for it (default 8)")
     p.add_argument("--labs", nargs="*", help="grade only these labs (default: all)")
     a = p.parse_args(argv)
     print(f"Benchmark: {os.cpu_count()} cores, Kafka {settings.kafka_version()}, "
@@ -157,6 +209,8 @@ def main(argv=None) -> int:
         from autograder.selftest import labs
 
         rows += bench_grading(a.grading_runs, a.labs or labs())
+    if a.only in (None, "class"):
+        rows += bench_class(a.class_size, a.class_lab, a.class_jobs)
     print_table(rows)
     return 0
 

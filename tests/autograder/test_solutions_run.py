@@ -44,7 +44,7 @@ LESSONS = {
         r"append-time: records kept 842",
         r"forever: records kept 842",
         r"week-plus-now: records kept +1, \(log start, end\) offsets = \(842, 843\)",
-        r"after: +\[\(4, 'B', None\), \(5, 'A', '3'\), \(6, 'D', '1'\), \(7, 'C', '2'\), \(8, 'E', '1'\)\]",
+        r"after: +\[\(4, 'B', None\), \(5, 'A', '3'\), \(6, 'D', '1'\), \(7, 'C', '2'\), \(8, 'A', '4'\)\]",
         r"retired planes left in it: \[\]",
     ],
     "lab5": [

@@ -1,0 +1,109 @@
+"""`python -m autograder grade-all`: a class graded at once, the same scores as one grading at a
+time, resumable, and an infrastructure failure is retried or reported, never scored."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.corpus import scenarios
+from autograder.pipeline import RELEASE, SOLUTIONS, graded_parts
+from autograder.selftest import expected_scores
+
+LAB = "lab1"
+PARTS = graded_parts(nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4))
+
+
+def class_folder(root: Path) -> dict[str, dict[str, float]]:
+    """Three students in the two layouts grade-all reads; student -> the scores they must get."""
+    root.mkdir()
+    nbformat.write(nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4), root / "ada.ipynb")
+    wrong = next(s for s in scenarios(LAB) if s.name == "counter-overwrites")
+    (root / "bob" / LAB).mkdir(parents=True)                      # nbgrader's submitted/<student>/<lab>/ layout
+    nbformat.write(wrong.notebook(), root / "bob" / LAB / f"{LAB}.ipynb")
+    nbformat.write(nbformat.read(RELEASE / LAB / f"{LAB}.ipynb", as_version=4), root / "cy.ipynb")
+    return {"ada": dict(PARTS), "bob": expected_scores(wrong, PARTS), "cy": dict.fromkeys(PARTS, 0.0)}
+
+
+def grade_all(folder: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "autograder", "grade-all", LAB, str(folder), "--out", str(out), "--jobs", "2",
+           "--no-progress", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+
+
+def gradebook(out: Path) -> dict[str, dict]:
+    with open(out / "gradebook.csv") as f:
+        return {row["student"]: row for row in csv.DictReader(f)}
+
+
+def scores_of(row: dict) -> dict[str, float]:
+    return {p: float(row[p]) for p in PARTS}
+
+
+def test_a_class_is_graded_resumed_and_regraded(cluster, tmp_path):
+    expected = class_folder(tmp_path / "submitted")
+    out = tmp_path / "grades"
+    first = grade_all(tmp_path / "submitted", out)
+    assert first.returncode == 0, first.stdout + first.stderr
+    book = gradebook(out)
+    assert {s: scores_of(row) for s, row in book.items()} == expected
+    assert all(row["status"] == "graded" for row in book.values())
+    assert float(book["ada"]["total"]) == sum(PARTS.values())
+    for student in expected:
+        assert (out / student / "results.json").exists()
+    assert (out / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    again = grade_all(tmp_path / "submitted", out)                 # nothing new: nothing graded
+    assert "0 to grade (3 kept" in again.stdout, again.stdout
+    assert {s: scores_of(row) for s, row in gradebook(out).items()} == expected
+
+    os.utime(tmp_path / "submitted" / "bob" / LAB / f"{LAB}.ipynb")  # bob hands in again
+    third = grade_all(tmp_path / "submitted", out)
+    assert "1 to grade (2 kept" in third.stdout, third.stdout
+    assert gradebook(out)["bob"]["status"] == "graded"
+
+
+def test_a_cluster_that_is_down_scores_nobody(tmp_path):
+    class_folder(tmp_path / "submitted")
+    env = {**os.environ, "COURSE_CLUSTER_HOME": str(tmp_path / "no-cluster"), "COURSE_PORT_BASE": "30492"}
+    proc = grade_all(tmp_path / "submitted", tmp_path / "grades", "--retries", "0", env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    book = gradebook(tmp_path / "grades")
+    assert all(row["status"] == "not graded" and row["total"] == "" and row["problem"] for row in book.values()), book
+    assert not list((tmp_path / "grades").glob("*/results.json"))   # no zero written anywhere
+    assert "NOT GRADED ada" in proc.stdout and "run grade-all again" in proc.stdout
+
+
+@pytest.mark.timeout(900)
+def test_a_broker_killed_mid_run_changes_no_score(healthy, tmp_path):
+    expected = class_folder(tmp_path / "submitted")
+    cluster = healthy
+
+    def crash_and_recover():
+        time.sleep(6)                    # the first gradings are running their notebooks
+        cluster.kill_broker(2)
+        time.sleep(4)
+        cluster.start_broker(2)
+
+    chaos = threading.Thread(target=crash_and_recover)
+    chaos.start()
+    proc = grade_all(tmp_path / "submitted", tmp_path / "grades")
+    chaos.join()
+    book = gradebook(tmp_path / "grades")
+    graded = {s: scores_of(row) for s, row in book.items() if row["status"] == "graded"}
+    # every grading counted is right; one that could not finish is reported, never scored
+    assert graded == {s: expected[s] for s in graded}, proc.stdout
+    assert all(row["total"] == "" for row in book.values() if row["status"] != "graded")
+    assert len(graded) == len(expected), f"all gradings should succeed on the retry: {proc.stdout}"
+    retried = [s for s, row in book.items() if int(row["attempts"]) > 1]
+    assert retried, "the kill fell during a grading: the grader should have noticed it and graded that one again"
+    log = (tmp_path / "grades" / retried[0] / "grading.log").read_text()
+    assert "went down during the grading" in log and "===== attempt 2: exit 0" in log
