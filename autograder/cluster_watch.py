@@ -27,14 +27,11 @@ class ClusterWatch:
     # --- what "whole" means ---------------------------------------------------------------
     def _local_nodes(self) -> dict:
         """node -> its Node, when the brokers are this machine's local cluster (pid files we can read)."""
-        from cluster import mode
-        from cluster.process import Node
-        from cluster.settings import NODE_IDS, Settings
+        from cluster import Cluster, mode
 
         if mode() != "local":
             return {}
-        cfg = Settings.from_env()
-        nodes = {n: Node(cfg, n) for n in NODE_IDS}
+        nodes = Cluster().nodes
         return nodes if all(node.pid_file.exists() for node in nodes.values()) else {}
 
     @staticmethod
@@ -55,11 +52,13 @@ class ClusterWatch:
             from kafka import KafkaAdminClient
 
             self._admin = KafkaAdminClient(**self.admin_conf, request_timeout_ms=5000, client_id="grader-watch")
+        from cluster.kafka import live_brokers
+
         try:
-            up = [b for b in self._admin.describe_cluster()["brokers"] if not b.get("is_fenced")]
+            up = len(live_brokers(self._admin))
         except Exception as e:
             return f"the cluster stopped answering during the grading ({type(e).__name__})"
-        return "" if len(up) >= self.expected else f"only {len(up)} of {self.expected} brokers were up during the grading"
+        return "" if up >= self.expected else f"only {up} of {self.expected} brokers were up during the grading"
 
     # --- the watch ------------------------------------------------------------------------
     def start(self) -> "ClusterWatch":

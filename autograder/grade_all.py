@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .kernel import TOTAL_TIMEOUT_S
+from .results import visible_scores
 
 EXIT_INFRASTRUCTURE = 2
 GRADING_DEADLINE_S = TOTAL_TIMEOUT_S + 120    # the notebook's own limit, and the grader's steps around it
@@ -60,10 +61,6 @@ def find_submissions(lab: str, folder: Path) -> list[Submission]:
         if notebooks:
             found.setdefault(student_dir.name, notebooks[0])
     return [Submission(s, p) for s, p in sorted(found.items())]
-
-
-def visible_scores(results: dict) -> dict[str, float]:
-    return {t["name"]: float(t["score"]) for t in results["tests"] if t.get("visibility") != "hidden"}
 
 
 def up_to_date(sub: Submission, results: Path) -> bool:

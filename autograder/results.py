@@ -8,6 +8,11 @@ from pathlib import Path
 from typing import Any
 
 
+def visible_scores(results_json: dict) -> dict[str, float]:
+    """label -> score of each graded part in a results.json (the staff-only tests left out)."""
+    return {t["name"]: float(t["score"]) for t in results_json["tests"] if t.get("visibility") != "hidden"}
+
+
 @dataclass
 class CheckResult:
     """One graded part: its label (e.g. "lab1-q2") is the nbgrader cell id, the check's name

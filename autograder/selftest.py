@@ -30,6 +30,7 @@ from cluster.settings import ROOT
 
 from .corpus import Scenario, scenarios
 from .pipeline import RELEASE, SOLUTIONS, grading_secret, graded_parts
+from .results import visible_scores
 
 # What attacks try to change: the course's own folders, and files outside any grading folder.
 WATCHED = ("solutions", "labs", "autograder", "cluster", "datasets", "pyproject.toml", "nbgrader_config.py")
@@ -105,7 +106,7 @@ def run(case: Case, outdir: Path) -> Outcome:
         data = json.loads(result.read_text())
     except (OSError, ValueError):
         return Outcome(case, {}, proc.stdout + proc.stderr, seconds, proc.returncode or 99, [])
-    scores = {t["name"]: float(t["score"]) for t in data["tests"] if t.get("visibility") != "hidden"}
+    scores = visible_scores(data)
     return Outcome(case, scores, data["output"] + "\n" + proc.stdout, seconds, proc.returncode, after_grading(data))
 
 

@@ -25,6 +25,13 @@ def fresh_cluster(tmp: Path, name: str) -> Cluster:
     return Cluster(settings.Settings(home=tmp / name, port_base=BENCH_PORT_BASE))
 
 
+def bench_env(c: Cluster) -> dict[str, str]:
+    """The environment that points the CLIs at the bench's own cluster."""
+    env = dict(os.environ, COURSE_CLUSTER_HOME=str(c.cfg.home), COURSE_PORT_BASE=str(BENCH_PORT_BASE))
+    env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
+    return env
+
+
 def timed_up(c: Cluster) -> float:
     t = time.perf_counter()
     c.up(echo=lambda *_: None)
@@ -81,8 +88,7 @@ def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
         tmp = Path(tmp)
         c = fresh_cluster(tmp, "grading")
         c.up(echo=lambda *_: None)
-        env = dict(os.environ, COURSE_CLUSTER_HOME=str(c.cfg.home), COURSE_PORT_BASE=str(BENCH_PORT_BASE))
-        env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
+        env = bench_env(c)
         try:
             rows.append(("make and remove a grading's Kafka user and ACLs", access_times(c, 10), "s", None))
             for lab in labs:
@@ -131,8 +137,7 @@ def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
         tmp = Path(tmp)
         c = fresh_cluster(tmp, "class")
         c.up(echo=lambda *_: None)
-        env = dict(os.environ, COURSE_CLUSTER_HOME=str(c.cfg.home), COURSE_PORT_BASE=str(BENCH_PORT_BASE))
-        env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
+        env = bench_env(c)
         expected = {}
         (tmp / "submitted").mkdir()
         for i in range(size):

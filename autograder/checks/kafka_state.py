@@ -64,11 +64,21 @@ def read_all(ctx: Context, name: str, limit: int = 1_000_000, isolation_level: s
 
 
 def end_offsets(ctx: Context, name: str) -> dict[int, int]:
+    """partition -> the offset the next record will get."""
+    return _offsets(ctx, name, "end_offsets")
+
+
+def log_start_offsets(ctx: Context, name: str) -> dict[int, int]:
+    """partition -> the oldest offset still kept (retention and delete_records move it up)."""
+    return _offsets(ctx, name, "beginning_offsets")
+
+
+def _offsets(ctx: Context, name: str, which: str) -> dict[int, int]:
     meta = describe_topic(ctx, name)
     consumer = KafkaConsumer(**ctx.kafka)
     try:
         tps = [TopicPartition(ctx.topic(name), p["partition_index"]) for p in meta["partitions"]]
-        return {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
+        return {tp.partition: off for tp, off in getattr(consumer, which)(tps).items()}
     finally:
         consumer.close()
 

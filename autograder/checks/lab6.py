@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from . import CheckFailed, Context, check, expect, expect_equal
-from .kafka_state import end_offsets, read_all
+from .kafka_state import end_offsets, log_start_offsets, read_all
 
 FLIGHTS_OF_THE_DAY = 842          # flights of 1 January 2013 in the dataset
 RETENTION_LESSON = {"week": 0, "append-time": FLIGHTS_OF_THE_DAY, "forever": FLIGHTS_OF_THE_DAY, "week-plus-now": 1}
@@ -26,17 +26,6 @@ def new_topic(ctx: Context, name: str, partitions: int, **configs: str) -> str:
     ctx.admin.wait_for_topics([topic])
     ctx.protect(topics=[topic])
     return topic
-
-
-def log_starts(ctx: Context, topic: str) -> dict[int, int]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(**ctx.kafka)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        return {tp.partition: off for tp, off in consumer.beginning_offsets(tps).items()}
-    finally:
-        consumer.close()
 
 
 @check("lab6-q1")
@@ -62,7 +51,7 @@ def missed_by_a_slow_group(ctx: Context) -> None:
     ctx.admin.alter_group_offsets(group, {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
                                           for p, o in committed.items()})
     ctx.admin.delete_records({TopicPartition(topic, p): o for p, o in deleted_to.items()})
-    starts = log_starts(ctx, topic)
+    starts = log_start_offsets(ctx, name)
     expect_equal(starts, deleted_to, "the log start offsets after the grader's deletion",
                  hint="This is a problem with the grader's cluster, not your code.")
     truth = {p: max(0, starts[p] - committed.get(p, 0)) for p in starts}
