@@ -14,6 +14,7 @@ import contextlib
 import copy
 import hashlib
 import hmac
+import json
 import os
 import secrets
 import shutil
@@ -22,6 +23,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
@@ -30,7 +32,7 @@ from cluster.accounts import Account
 from cluster.connect import admin_connection, anything_listens, bootstrap_servers
 from cluster.settings import ROOT
 
-from .checks import CheckFailed, Context, checks_for, run_cleanups
+from .checks import CheckFailed, Context, checks_for, checks_module, run_cleanups
 from .cluster_watch import ClusterWatch
 from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
 from .results import CheckResult, GradingResult
@@ -88,6 +90,7 @@ class Job:
     release_files: tuple[Path, ...] = ()
     result: GradingResult | None = None
     watch: ClusterWatch | None = None   # notices a broker going down while the submission is graded
+    own: Any = None                     # lab 7: the grading's own three-broker cluster (cluster.own)
 
 
 def graded_parts(nb) -> dict[str, float]:
@@ -268,6 +271,20 @@ def make_workdir(job: Job) -> None:
         (job.workdir / sub).mkdir()
 
 
+def start_own_cluster(job: Job) -> None:
+    """A lab whose checks break brokers (lab 7) gets a three-broker cluster of its own, started
+    here outside the sandbox, with the grading's user on it: nothing else is touched when its
+    brokers are killed, and the student's code can neither start nor stop them."""
+    if not checks_module(job.lab).__dict__.get("OWN_CLUSTER"):
+        return
+    from cluster import own
+
+    try:
+        job.own = own.start(Path(tempfile.mkdtemp(prefix=f"grade-{job.lab}-own-")), job.namespace, echo=lambda _: None)
+    except Exception as e:
+        raise InfrastructureError(f"the grading's own cluster did not start ({type(e).__name__}: {e})") from None
+
+
 def kernel_env(job: Job) -> dict[str, str]:
     """The whole environment of the student's code: where Kafka is and its namespace, folders
     inside its working folder; no secrets, no seed, nothing of other submissions."""
@@ -282,6 +299,11 @@ def kernel_env(job: Job) -> dict[str, str]:
                MPLCONFIGDIR=str(home), MPLBACKEND="agg", PYTHONDONTWRITEBYTECODE="1", GRPC_VERBOSITY="ERROR",
                PYTHONHASHSEED="0",  # a submission that (wrongly) uses hash() gets the same score every time
                IPYTHONDIR=str(home / ".ipython"), JUPYTER_PLATFORM_DIRS="1")
+    if job.own is not None:   # where the grading's own cluster is, and the grading user's login on it
+        from cluster import own
+
+        env[own.ENV] = json.dumps({"bootstrap_servers": job.own.bootstrap_servers,
+                                   "username": job.own.account.username, "password": job.own.account.password})
     return env
 
 
@@ -303,7 +325,7 @@ def run_notebook_and_checks(job: Job) -> None:
         res = by_label[label]
         ctx = Context(job.lab, label, session, job.namespace, job.admin, job.seed, workdir=job.workdir,
                       scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=env, logdir=job.logdir,
-                      student_user=job.account.username)
+                      student_user=job.account.username, own=job.own)
         start = time.monotonic()
         try:
             with session.paused() if checks[label].pause_kernel else contextlib.nullcontext():
@@ -346,7 +368,14 @@ def bounded(text: str, limit: int = 3000) -> str:
 
 def clean_up(job: Job) -> None:
     """Delete the grading's Kafka user (first: nothing it left running can act after this),
-    the namespace's topics and groups, and the working folder."""
+    the namespace's topics and groups, the grading's own cluster, and the working folder."""
+    if job.own is not None:
+        home = job.own.cluster.cfg.home
+        try:
+            job.own.down()
+        except Exception as e:
+            job.result.notes.append(f"(the grading's own cluster did not stop cleanly: {type(e).__name__}: {e})")
+        shutil.rmtree(home, ignore_errors=True)
     if job.namespace and job.admin:
         from kafka import KafkaAdminClient
 
@@ -371,7 +400,7 @@ def clean_up(job: Job) -> None:
 
 
 STEPS = (find_lab, check_sandbox, check_cluster, read_submission, restore_tests, make_namespace, make_workdir,
-         run_notebook_and_checks)
+         start_own_cluster, run_notebook_and_checks)
 LIMITS = Limits()
 
 

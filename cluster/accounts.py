@@ -204,6 +204,16 @@ def grant(admin, account: Account, namespace: str) -> None:
     wait_until_every_broker(admin, account.username, lambda found: found >= len(acls), "learn of")
 
 
+def allow_cluster_view(admin, user: str) -> None:
+    """Let a user see the cluster as a whole (its brokers, the controllers' quorum): on a
+    cluster of the student's own (lab 7), where the quorum is part of the lesson."""
+    from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
+
+    acl = ACL(f"User:{user}", "*", ACLOperation.DESCRIBE, ACLPermissionType.ALLOW,
+              ResourcePattern(ResourceType.CLUSTER, "kafka-cluster", ACLResourcePatternType.LITERAL))
+    _raise_acl_errors(admin.create_acls([acl]), f"let {user!r} see the cluster")
+
+
 def protect(admin, user: str, topics=(), groups=()) -> None:
     """Make topics and groups read-only for a namespace's user (see read_only_acls)."""
     acls = read_only_acls(user, topics, groups)

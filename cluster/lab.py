@@ -5,6 +5,7 @@
     lab.topic("flights")             # "<namespace>.flights": your topic
     lab.fresh_topic("flights", 3)    # that topic, new and empty (again on every run of the cell)
     lab.read("flights")              # every record it holds, oldest first
+    lab.own_cluster()                # lab 7: three brokers of your own, to break
     KafkaProducer(**lab.connection)  # every client: the servers and your login
     flights = load_flights(day=1)    # January 2013 flights from New York City, as dicts
 """
@@ -43,6 +44,13 @@ class Lab:
 
     def transactional_id(self, name: str) -> str:
         return transactional_id(name)
+
+    def own_cluster(self):
+        """Lab 7: a three-broker cluster of your own, to break (cluster/own.py): started, or
+        found running; stopped when the kernel stops."""
+        from .own import own_cluster
+
+        return own_cluster(self.namespace)
 
     def fresh_topic(self, name: str, partitions: int, replication_factor: int = 3, **configs: str) -> str:
         """Your topic `name`, new and empty: deleted first if an earlier run left it, so the cell

@@ -30,6 +30,15 @@ TEST_PORT_BASE = 29092
 # connections and of Jupyter kernels: a cluster on 39092 could find a kernel sitting there.
 THROWAWAY_PORT_BASE = 30092   # the tests' short-lived extra clusters
 BENCH_PORT_BASE = 31092       # make bench's own cluster
+# Lab 7's clusters of one's own, to break: one per student kernel or per grading. Bases 3
+# apart inside one hundred, so the nine ports of each (base+0..2, +100..102, +200..202) never
+# meet another's: 33 clusters at once on one machine.
+OWN_PORT_BASES = tuple(range(11000, 11099, 3))
+
+# How an own cluster differs from the course's: a killed broker is declared dead after 3 s
+# of silence instead of 9 s (heartbeats every 0.5 s instead of 2 s), so a lab's elections
+# after a crash take seconds, not tens of seconds. The lesson is the same; the wait is shorter.
+FAULT_SETTINGS = (("broker.session.timeout.ms", "3000"), ("broker.heartbeat.interval.ms", "500"))
 
 # Broker settings chosen for teaching. The compose file sets the same values (checked by
 # tests/cluster/test_compose.py), so a lab behaves the same in both modes.
@@ -188,6 +197,8 @@ class Settings:
     port_base: int = DEFAULT_PORT_BASE
     host: str = "127.0.0.1"
     heap: str = BROKER_HEAP
+    # Broker settings that differ from the course's for this cluster (lab 7's own clusters)
+    overrides: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -235,4 +246,5 @@ class Settings:
         props.update(TEACHING_DEFAULTS)
         props.update(SAFETY_SETTINGS)
         props.update(RESOURCE_SETTINGS)
+        props.update(self.overrides)
         return props

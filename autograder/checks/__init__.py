@@ -88,6 +88,7 @@ class Context:
     env: dict[str, str] | None = None
     logdir: Path | None = None        # the grader's own folder for scripts' logs (outside the sandbox)
     student_user: str | None = None   # the grading's Kafka user, whose rights protect() narrows
+    own: Any = None                   # lab 7: the cluster of one's own that the check may break (cluster.own)
     rng: random.Random = field(init=False)
     _admin: Any = field(default=None, init=False, repr=False)
 
@@ -168,8 +169,12 @@ def lab_of(label: str) -> str:
     return label.split("-")[0]
 
 
+def checks_module(lab: str):
+    return importlib.import_module(f"autograder.checks.{lab}")
+
+
 def checks_for(lab: str) -> dict[str, Check]:
-    importlib.import_module(f"autograder.checks.{lab}")
+    checks_module(lab)
     return {k: v for k, v in REGISTRY.items() if lab_of(k) == lab}
 
 
@@ -191,6 +196,10 @@ def grade(label: str, user_ns: dict | None = None) -> None:
 
         user_ns = get_ipython().user_ns
     ctx = Context(lab_of(label), label, LocalSubmission(user_ns), namespace(), connection(), DEFAULT_SEED)
+    if getattr(checks_module(ctx.lab), "OWN_CLUSTER", False):   # lab 7: the student's own cluster, to break
+        from cluster.own import own_cluster
+
+        ctx.own = own_cluster()
     start = time.monotonic()
     try:
         run_check(label, ctx)

@@ -61,7 +61,7 @@ def script_path(ctx: Context, name: str) -> Path:
 
 
 def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_after: float | None = None,
-          harness: list[str] = (), tag: str = "") -> ScriptRun:
+          harness: list[str] = (), tag: str = "", stdin: bool = False) -> ScriptRun:
     """Start `python -m autograder.harness [harness options] <name> args...` in the notebook's
     folder (see autograder/harness.py for the crashes it plans)."""
     script = script_path(ctx, name)
@@ -71,12 +71,13 @@ def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_a
     cmd += [str(script), *args]
     # The kernel's environment when grading (the grading's Kafka login included); the student's
     # own in a self-check.
-    env = dict(ctx.env or os.environ, LAB_NAMESPACE=ctx.namespace, PYTHONDONTWRITEBYTECODE="1")
+    # Unbuffered: what the script printed before the grader stopped it is in its log.
+    env = dict(ctx.env or os.environ, LAB_NAMESPACE=ctx.namespace, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
     # The log lives in the grader's own folder, out of the sandbox's reach (a link planted in
     # the working folder would otherwise make the grader write over any file it can).
     log = (ctx.logdir or ctx.workdir) / f"{Path(name).stem}-{tag or time.monotonic_ns()}.log"
     with open(log, "wb") as out:
-        kw = dict(stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        kw = dict(stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         if ctx.sandbox is not None:
             proc = ctx.sandbox.popen(cmd, env, **kw)
         else:

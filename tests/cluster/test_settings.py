@@ -32,7 +32,7 @@ def test_broker_properties_make_a_combined_kraft_node():
 
 def test_course_ports_are_below_the_ephemeral_range():
     for base in (settings.DEFAULT_PORT_BASE, settings.TEST_PORT_BASE, settings.THROWAWAY_PORT_BASE,
-                 settings.BENCH_PORT_BASE):
+                 settings.BENCH_PORT_BASE, *settings.OWN_PORT_BASES):
         cfg = Settings(home=settings.ROOT, port_base=base)
         assert max(cfg.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS) < 32768
 
@@ -42,3 +42,16 @@ def test_test_cluster_never_shares_ports_with_the_lab_cluster():
     lab_ports = {lab.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS}
     test_ports = {test.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS}
     assert not lab_ports & test_ports
+
+
+def test_own_clusters_never_share_a_port():
+    """Lab 7's clusters of one's own, with each other and with every other cluster of the kit."""
+    def ports(base):
+        cfg = Settings(home=settings.ROOT, port_base=base)
+        return {cfg.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS}
+
+    seen: set[int] = set()
+    for base in (settings.DEFAULT_PORT_BASE, 19092, settings.TEST_PORT_BASE, settings.THROWAWAY_PORT_BASE,
+                 settings.BENCH_PORT_BASE, *settings.OWN_PORT_BASES):
+        assert not ports(base) & seen, base
+        seen |= ports(base)

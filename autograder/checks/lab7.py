@@ -1,0 +1,446 @@
+"""Lab 7, replication and failures, graded on a three-broker cluster of the grading's own
+(cluster/own.py; OWN_CLUSTER below makes the pipeline start one), whose brokers the checks
+stop and kill while the student's code runs:
+
+- lab7-q1 partition_state(topic): leaders and in-sync replicas of a topic the grader placed,
+  with one broker stopped;
+- lab7-q2 accepts(acks, min_insync, in_sync): does the leader acknowledge a write? Compared
+  with writes the grader makes for real on topics in each state;
+- lab7-q3 producer.py: fed records on stdin while the grader takes a follower away (writes
+  must then be refused to an acks=all producer) and kills a leader; every record acknowledged,
+  every acknowledged one in the log, nothing reported before the broker acknowledged it;
+- lab7-q4 consumer.py: in a group, from the start of a topic, through the death of the leader
+  it reads from; every record printed and the group's offsets committed to the end.
+
+In a self-check the same happens on the student's own cluster (the brokers are started again
+at the end)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from . import CheckFailed, Context, check, expect
+from .scripts import read_student_file, start, stop, wait  # noqa: F401 - read_student_file: the scripts' files
+
+OWN_CLUSTER = True
+BROKERS = (1, 2, 3)
+STATE_WAIT_S = 30          # for leaders and ISRs to settle after a broker stops, dies or returns
+ACK_WAIT_S = 60            # for the student's producer to acknowledge what it was given
+REFUSAL_WINDOW_S = 3       # how long an acks=all producer's writes are watched being refused
+CONSUMER_WAIT_S = 45
+POLL_S = 0.2
+ACKED = re.compile(r"^acked (\S+)\s*$", re.M)
+
+
+# --- the grading's own cluster ----------------------------------------------------------------
+def cluster_of(ctx: Context):
+    expect(ctx.own is not None and ctx.own.cluster is not None, "lab 7 is checked on a cluster of its own",
+           hint="Run the notebook's first cell: it starts your own cluster.")
+    return ctx.own.cluster
+
+
+def admin(ctx: Context):
+    """The cluster's admin (a super user): the checks' view of the truth."""
+    if "lab7-admin" not in ctx.scratch:
+        ctx.scratch["lab7-admin"] = cluster_of(ctx).admin(request_timeout_ms=15_000)
+        ctx.cleanup.append(ctx.scratch["lab7-admin"].close)
+    return ctx.scratch["lab7-admin"]
+
+
+def wait_until(probe, what: str, timeout: float = STATE_WAIT_S):
+    """probe() until it returns something true; a grader's problem (not the student's) if never."""
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except Exception as e:   # a broker that just died or came back: ask again
+            last = e
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(POLL_S)
+    raise RuntimeError(f"the grading's cluster: {what} did not happen within {timeout:.0f} s (last: {last})")
+
+
+def partitions(ctx: Context, topic: str) -> dict[int, tuple[int | None, frozenset]]:
+    """partition -> (leader or None, in-sync replicas), as the cluster's metadata says."""
+    desc = admin(ctx).describe_topics([topic])[0]
+    return {p["partition_index"]: (p["leader_id"] if p["leader_id"] >= 0 else None, frozenset(p["isr_nodes"]))
+            for p in desc["partitions"]}
+
+
+def new_topic(ctx: Context, name: str, configs: dict | None = None, assignments: dict | None = None,
+              partitions_: int = 3) -> str:
+    """A topic of the grader's on the grading's cluster. The student's user may read and write
+    it (its scripts do) but not delete it or change its settings."""
+    from kafka.admin import NewTopic
+
+    topic = ctx.topic(f"{name}-{ctx.rng.randrange(10**6)}")
+    spec = (NewTopic(topic, -1, -1, replica_assignments=assignments, topic_configs=configs or {}) if assignments
+            else NewTopic(topic, partitions_, 3, topic_configs=configs or {}))
+    admin(ctx).create_topics([spec])
+    wait_until(lambda: all(leader is not None for leader, _ in partitions(ctx, topic).values()),
+               f"leaders for {topic}")
+    if ctx.student_user:
+        from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
+
+        admin(ctx).create_acls([ACL(f"User:{ctx.student_user}", "*", op, ACLPermissionType.DENY,
+                                    ResourcePattern(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL))
+                                for op in (ACLOperation.DELETE, ACLOperation.ALTER_CONFIGS)])
+    return topic
+
+
+def set_min_insync(ctx: Context, topic: str, n: int) -> None:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    admin(ctx).alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"min.insync.replicas": str(n)})])
+    want = str(n)
+
+    def applied():
+        res = admin(ctx).describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs=["min.insync.replicas"])])
+        return want in str(res)
+    wait_until(applied, f"min.insync.replicas={n} on {topic}")
+
+
+def down(ctx: Context) -> set[int]:
+    return {b for b in BROKERS if cluster_of(ctx).nodes[b].process() is None}
+
+
+def all_up(ctx: Context) -> None:
+    """Every broker running and listed (a check that stopped or killed one starts it again)."""
+    for b in sorted(down(ctx)):
+        cluster_of(ctx).start_broker(b)
+
+
+def stop_one(ctx: Context, broker: int, kill: bool = False) -> None:
+    """Stop (or kill) a broker and wait until the cluster has moved its leaderships and taken
+    it out of every in-sync replica set."""
+    from cluster.kafka import live_brokers
+
+    (cluster_of(ctx).kill_broker if kill else cluster_of(ctx).stop_broker)(broker)
+    wait_until(lambda: broker not in live_brokers(admin(ctx)), f"broker {broker} leaving the live brokers")
+
+
+def settled_without(ctx: Context, topic: str, broker: int) -> dict:
+    def settled():
+        state = partitions(ctx, topic)
+        ok = all(leader != broker and broker not in isr and (leader is None or leader in isr)
+                 for leader, isr in state.values())
+        return state if ok else None
+    return wait_until(settled, f"{topic} settling without broker {broker}")
+
+
+def settled_with_all(ctx: Context, topic: str) -> dict:
+    def full():
+        state = partitions(ctx, topic)
+        return state if all(leader is not None and isr >= {leader} and len(isr) == 3 for leader, isr in state.values()) else None
+    return wait_until(full, f"every replica of {topic} in sync")
+
+
+def leaves_every_broker_up(func):
+    """A check leaves the cluster as it found it: every broker it stopped or killed is started
+    again, whether it passed or not (a self-check runs on the student's own cluster)."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapped(ctx: Context):
+        try:
+            return func(ctx)
+        finally:
+            if ctx.own is not None and ctx.own.cluster is not None:
+                all_up(ctx)
+    return wrapped
+
+
+# --- lab7-q1 -------------------------------------------------------------------------------------
+def as_state(found) -> dict | None:
+    """The student's partition_state as {partition: (leader or None, frozenset(isr))}: tuples or
+    lists (leader, isr), or dicts with "leader" and "isr"; -1 for no leader is read as None."""
+    if not isinstance(found, dict):
+        return None
+    out = {}
+    for p, v in found.items():
+        if isinstance(v, dict):
+            v = (v.get("leader"), v.get("isr"))
+        if not isinstance(v, (tuple, list)) or len(v) != 2 or not isinstance(v[1], (list, tuple, set, frozenset)):
+            return None
+        leader = None if v[0] in (None, -1) else v[0]
+        out[p] = (leader, frozenset(v[1]))
+    return out
+
+
+@check("lab7-q1")
+@leaves_every_broker_up
+def leaders_and_isr(ctx: Context) -> str:
+    """partition_state(topic) gives each partition's leader and in-sync replicas while a broker is down"""
+    all_up(ctx)
+    n = ctx.rng.randrange(4, 7)
+    # Two replicas each, in seeded order (the first is the preferred leader), so a stopped
+    # broker leaves some partitions with both replicas and some with one.
+    assignments = {p: ctx.rng.sample(BROKERS, 2) for p in range(n)}
+    topic = new_topic(ctx, "placement", assignments=assignments)
+    victim = ctx.rng.choice(BROKERS)
+    stop_one(ctx, victim)
+    truth = settled_without(ctx, topic, victim)
+    found = ctx.sub.value(f"partition_state({topic!r})")
+    got = as_state(found)
+    expect(got is not None, f"partition_state({topic!r}) should map each partition to (leader, in-sync replicas)",
+           expected="{0: (2, [2, 3]), 1: (1, [1]), ...}", found=repr(found)[:300],
+           hint="Use admin.describe_topics([topic]): each partition has a leader_id and isr_nodes.")
+    wrong = {p: (got.get(p), truth[p]) for p in truth if got.get(p) != truth[p]}
+    extra = sorted(set(got) - set(truth), key=str)
+    if wrong or extra:
+        show = lambda s: None if s is None else (s[0], sorted(s[1]))  # noqa: E731
+        lines = "; ".join(f"partition {p}: expected {show(t)}, found {show(g)}" for p, (g, t) in sorted(wrong.items()))
+        hint = ("The in-sync replicas are isr_nodes, not replica_nodes: a stopped broker is still a replica, "
+                "but no longer in sync." if any(g and t[1] < g[1] for g, t in wrong.values()) else
+                "The leader is leader_id as the cluster says now, not the first replica (the preferred leader).")
+        raise CheckFailed(f"partition_state({topic!r}) with broker {victim} stopped (replicas {assignments})",
+                          expected="every partition as the cluster says", found=lines or f"extra partitions {extra}",
+                          hint=hint)
+    return f"{n} partitions, broker {victim} stopped"
+
+
+# --- lab7-q2 -------------------------------------------------------------------------------------
+def real_outcomes(ctx: Context) -> dict[tuple, bool]:
+    """(acks, min_insync, in_sync) -> did the leader acknowledge the write? Measured: one broker
+    stopped, topics with one and with two replicas in sync, min.insync.replicas 1 to 3, a write
+    with acks=1 and one with acks=all to each."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    all_up(ctx)
+    victim = ctx.rng.choice(BROKERS)
+    others = [b for b in BROKERS if b != victim]
+    topics = {}
+    for m in (1, 2, 3):
+        topics[(m, 1)] = new_topic(ctx, f"min{m}-one", {"min.insync.replicas": str(m)},
+                                   assignments={0: [ctx.rng.choice(others), victim]})
+        topics[(m, 2)] = new_topic(ctx, f"min{m}-two", {"min.insync.replicas": str(m)},
+                                   assignments={0: ctx.rng.sample(BROKERS, 3)})
+    stop_one(ctx, victim)
+    for topic in topics.values():
+        settled_without(ctx, topic, victim)
+    outcomes = {}
+    for acks in (1, "all"):
+        producer = KafkaProducer(**cluster_of(ctx).admin_connection(), acks=acks, retries=0,
+                                 enable_idempotence=False, request_timeout_ms=10_000, max_block_ms=15_000)
+        try:
+            for (m, in_sync), topic in topics.items():
+                try:
+                    producer.send(topic, b"probe").get(15)
+                    outcomes[(acks, m, in_sync)] = True
+                except KafkaError as e:
+                    expect("NotEnoughReplicas" in type(e).__name__, "the grader's probe write was refused as expected",
+                           found=f"{type(e).__name__}: {e}", hint="A problem of the grading's cluster, not your code.")
+                    outcomes[(acks, m, in_sync)] = False
+        finally:
+            producer.close()
+    return outcomes
+
+
+@check("lab7-q2")
+@leaves_every_broker_up
+def predicts_acknowledgements(ctx: Context) -> str:
+    """accepts(acks, min_insync, in_sync) says which writes the leader acknowledges, as real writes do"""
+    truth = real_outcomes(ctx)
+    cases = list(truth)
+    ctx.rng.shuffle(cases)
+    found = ctx.sub.value(f"[accepts(acks, min_insync, in_sync) for acks, min_insync, in_sync in {cases!r}]")
+    expect(isinstance(found, list) and len(found) == len(cases) and all(isinstance(x, (bool, int)) for x in found),
+           "accepts(...) should return True or False", found=repr(found)[:300],
+           hint="Return True when the leader acknowledges the write, False when it refuses it.")
+    wrong = [(c, bool(f)) for c, f in zip(cases, found) if bool(f) != truth[c]]
+    if wrong:
+        (acks, m, i), said = wrong[0]
+        hint = ("With acks=1 the leader answers as soon as it has written the record itself; min.insync.replicas "
+                "only counts for acks='all'." if acks == 1 else
+                "With acks='all' the leader needs at least min.insync.replicas replicas in sync (itself included).")
+        raise CheckFailed(f"{len(wrong)} of {len(cases)} predictions differ from what the brokers did; e.g. "
+                          f"accepts({acks!r}, {m}, {i})", expected=truth[(acks, m, i)], found=said, hint=hint)
+    return f"{len(cases)} writes"
+
+
+# --- lab7-q3 -------------------------------------------------------------------------------------
+def values(ctx: Context, name: str, n: int) -> list[str]:
+    tag = ctx.rng.randrange(10**6)
+    return [f"{name}-{tag}-{i:04d}" for i in range(n)]
+
+
+def acked(run) -> set[str]:
+    return set(ACKED.findall(run.output()))
+
+
+def feed(run, lines) -> None:
+    try:
+        run.proc.stdin.write("".join(f"{v}\n" for v in lines).encode())
+        run.proc.stdin.flush()
+    except (BrokenPipeError, OSError):
+        raise CheckFailed(f"{run.name} stopped reading its input", found=run.output()[-500:],
+                          hint="Read records from sys.stdin until it ends.") from None
+
+
+def wait_acked(run, want: set[str], what: str, timeout: float = ACK_WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        missing = want - acked(run)
+        if not missing:
+            return
+        if run.proc.poll() is not None:
+            break
+        time.sleep(POLL_S)
+    missing = sorted(want - acked(run))
+    raise CheckFailed(f"{run.name} did not report {len(missing)} of the {len(want)} records {what} as acknowledged "
+                      f"within {timeout:.0f} s", expected=f"a line 'acked {missing[0]}'",
+                      found=run.output()[-600:] or "(no output)",
+                      hint="Print 'acked <value>' from the send's callback (or future) once the broker has "
+                           "acknowledged it; keep retrying failed sends (acks='all', retries).")
+
+
+def log_values(ctx: Context, topic: str) -> list[str]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(**cluster_of(ctx).admin_connection(), enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        out, deadline = [], time.monotonic() + 30
+        while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                out.extend(r.value.decode(errors="replace") for r in records if r.value is not None)
+        return out
+    finally:
+        consumer.close()
+
+
+def most_leader(ctx: Context, topic: str) -> int:
+    leaders = [leader for leader, _ in partitions(ctx, topic).values()]
+    return max(BROKERS, key=lambda b: (leaders.count(b), -b))
+
+
+@check("lab7-q3")
+@leaves_every_broker_up
+def producer_under_faults(ctx: Context) -> str:
+    """producer.py: writes refused while too few replicas are in sync, a leader killed, every record acknowledged once written"""
+    all_up(ctx)
+    topic = new_topic(ctx, "ledger", {"min.insync.replicas": "2"})
+    first, second, third = (values(ctx, name, n) for name, n in (("before", 60), ("refused", 40), ("failover", 80)))
+    run = start(ctx, "producer.py", topic, tag="producer", stdin=True)
+    feed(run, first)
+    wait_acked(run, set(first), "given first (every broker up)")
+
+    # A follower leaves and the topic asks for 3 in-sync replicas: the leader must refuse every
+    # write of an acks=all producer, which keeps retrying; an acks=1 producer's land.
+    victim = ctx.rng.choice(BROKERS)
+    set_min_insync(ctx, topic, 3)
+    stop_one(ctx, victim)
+    settled_without(ctx, topic, victim)
+    feed(run, second)
+    # An observation window: the leaders refuse these writes to an acks="all" producer (it
+    # retries); an acks=1 or acks=0 producer is answered at once, and one that prints before
+    # the answer prints at once. (The log's end offsets cannot be read meanwhile: with fewer
+    # replicas in sync than min.insync.replicas, a new leader's high watermark stands still.)
+    time.sleep(REFUSAL_WINDOW_S)
+    early = acked(run) & set(second)
+    expect(not early, f"{run.name} reported {len(early)} of {len(second)} records as acknowledged while only 2 of 3 "
+                      "replicas were in sync and the topic required 3 (min.insync.replicas=3)",
+           expected="no 'acked' line: every write refused (NotEnoughReplicas) and retried", found=sorted(early)[:3],
+           hint="Either the producer does not wait for the in-sync replicas (use acks='all': with acks=1 the "
+                "leader acknowledges alone), or it prints 'acked' before the broker answered (print in the send's "
+                "callback, not after send()).")
+    set_min_insync(ctx, topic, 2)   # two in sync are enough again: the retries now succeed
+    wait_acked(run, set(second), "given while writes were refused (retried once allowed again)")
+    cluster_of(ctx).start_broker(victim)
+    settled_with_all(ctx, topic)
+
+    # The leader of most partitions dies mid-stream (SIGKILL): the producer must carry on with
+    # the new leaders.
+    leader = most_leader(ctx, topic)
+    feed(run, third[:40])
+    stop_one(ctx, leader, kill=True)
+    feed(run, third[40:])
+    wait_acked(run, set(third), f"given around the death of broker {leader}, the leader of most partitions")
+    run.proc.stdin.close()
+    code = wait(run, 30)
+    expect(code == 0, f"{run.name} should end by itself (exit 0) once its input ends", found=f"exit {code}: "
+           + run.output()[-300:], hint="After the input ends, flush() the producer and return.")
+    log, fed = log_values(ctx, topic), set(first + second + third)
+    lost = sorted(acked(run) - set(log))
+    expect(not lost, f"{len(lost)} records reported as acknowledged are not in the topic", found=lost[:3],
+           hint="Report a record only from the callback of its successful send.")
+    strangers = sorted(set(log) - fed)
+    expect(not strangers, f"the topic holds {len(strangers)} values the grader never gave", found=strangers[:3],
+           hint="Send each input line (without its newline) as the record's value, as it is.")
+    dupes = len(log) - len(set(log))
+    return (f"{len(fed)} records, broker {victim} stopped then broker {leader} killed; "
+            f"{dupes} duplicate{'s' if dupes != 1 else ''} in the log")
+
+
+# --- lab7-q4 -------------------------------------------------------------------------------------
+def printed(run) -> set[str]:
+    return {line.strip() for line in run.output().splitlines() if line.strip()}
+
+
+def committed_to_end(ctx: Context, topic: str, group: str) -> bool:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(**cluster_of(ctx).admin_connection())
+    try:
+        tps = [TopicPartition(topic, p) for p in range(3)]
+        ends = consumer.end_offsets(tps)
+    finally:
+        consumer.close()
+    offsets = admin(ctx).list_group_offsets(group).get(group, {})
+    return all(offsets.get(tp) is not None and offsets[tp].offset >= ends[tp] for tp in tps)
+
+
+@check("lab7-q4")
+@leaves_every_broker_up
+def consumer_fails_over(ctx: Context) -> str:
+    """consumer.py reads every record, from the start, through the death of its leader, and commits"""
+    from kafka import KafkaProducer
+
+    all_up(ctx)
+    topic = new_topic(ctx, "journal")
+    group = ctx.group(f"journal-readers-{ctx.rng.randrange(10**6)}")
+    before, after = values(ctx, "old", 50), values(ctx, "new", 50)
+    producer = KafkaProducer(**cluster_of(ctx).admin_connection(), acks="all", linger_ms=5)
+    try:
+        for v in before:   # written before the consumer starts: it must read from the start
+            producer.send(topic, v.encode())
+        producer.flush(30)
+        run = start(ctx, "consumer.py", topic, group, tag="consumer")
+        deadline = time.monotonic() + CONSUMER_WAIT_S
+        while not set(before) <= printed(run) and run.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        missing = sorted(set(before) - printed(run))
+        expect(not missing, f"{run.name} did not print the {len(missing)} records written before it started",
+               expected=missing[:2], found=run.output()[-400:] or "(no output)",
+               hint="A new group starts where auto_offset_reset says: 'earliest' reads what was there before. "
+                    "Print each record's value on a line of its own.")
+        leader = most_leader(ctx, topic)
+        stop_one(ctx, leader, kill=True)
+        for v in after:
+            producer.send(topic, v.encode())
+        producer.flush(60)
+    finally:
+        producer.close()
+    deadline = time.monotonic() + CONSUMER_WAIT_S
+    while not set(after) <= printed(run) and run.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    missing = sorted(set(after) - printed(run))
+    expect(not missing, f"{run.name} did not print {len(missing)} of the {len(after)} records written after "
+                        f"broker {leader}, the leader of most partitions, was killed",
+           expected=missing[:2], found=("exited: " if run.proc.poll() is not None else "") + run.output()[-400:],
+           hint="Keep polling: the client finds the new leaders by itself within seconds. A consumer that stops "
+                "when no record arrives for a moment (consumer_timeout_ms) gives up during the election.")
+    deadline = time.monotonic() + 20
+    while not committed_to_end(ctx, topic, group) and time.monotonic() < deadline:
+        time.sleep(POLL_S * 2)
+    expect(committed_to_end(ctx, topic, group), f"the group {group} should have committed its offsets to the end",
+           hint="Consume in the group given as the second argument and commit what you have printed (commit() "
+                "after each batch, or auto-commit).")
+    stop(run.proc)
+    return f"{len(before) + len(after)} records, broker {leader} killed"
