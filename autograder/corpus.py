@@ -738,6 +738,94 @@ c.close()
                    "            table[key] = json.loads(r.value)\n"
                    "    return table\n"),),
              fails()),
+    # lab 7: graded on a cluster of the grading's own, whose brokers the checks stop and kill. Each
+    # grading starts three brokers, so each scenario makes two mistakes (or two other styles) in
+    # independent parts: the checks of different parts share nothing.
+    Scenario("isr-from-replicas-and-acks-1-needs-min-isr", "lab7", "reports every replica as in sync "
+             "(replica_nodes for isr_nodes), and believes min.insync.replicas refuses acks=1 writes too",
+             (Edit("lab7-state", "sub", 'sorted(p["replica_nodes"])', 'sorted(p["isr_nodes"])'),
+              Edit("lab7-accepts", "replace",
+                   "def accepts(acks, min_insync, in_sync):\n    return in_sync >= min_insync\n")),
+             fails("lab7-q1", "lab7-q2")),
+    Scenario("leader-is-first-replica-and-needs-more-than-min", "lab7", "takes the first replica (the "
+             "preferred leader) as the leader, and believes acks='all' needs more replicas in sync than "
+             "min.insync.replicas",
+             (Edit("lab7-state", "sub", 'p["replica_nodes"][0]', 'p["leader_id"]'),
+              Edit("lab7-accepts", "sub", "return in_sync > min_insync", "return in_sync >= min_insync")),
+             fails("lab7-q1", "lab7-q2")),
+    Scenario("state-as-dicts-and-accepts-as-a-table", "lab7", "a new admin client per call, each partition as a "
+             "dict with a set of in-sync brokers; accepts() from a table written out by hand, as numpy booleans",
+             (Edit("lab7-state", "replace",
+                   "def partition_state(topic):\n"
+                   "    client = own.admin()\n"
+                   "    try:\n"
+                   "        meta = client.describe_topics([topic])[0]\n"
+                   "    finally:\n"
+                   "        client.close()\n"
+                   "    return {p['partition_index']: {'leader': p['leader_id'], 'isr': set(p['isr_nodes'])}\n"
+                   "            for p in meta['partitions']}\n"),
+              Edit("lab7-accepts", "replace",
+                   "import numpy as np\n"
+                   "TABLE = {(a, m, i): np.bool_(a == 1 or i >= m) for a in (1, 'all') for m in (1, 2, 3) "
+                   "for i in (1, 2, 3)}\n\n"
+                   "def accepts(acks, min_insync, in_sync):\n"
+                   "    return TABLE[(acks, min_insync, in_sync)]\n")),
+             fails()),
+    Scenario("producer-acks-1-and-consumer-from-latest", "lab7", "the producer waits for the leader only "
+             "(acks=1); the consumer leaves auto_offset_reset at its default ('latest')",
+             (Edit("lab7-producer", "sub", 'acks=1, enable_idempotence=False', 'acks="all", enable_idempotence=True'),
+              Edit("lab7-consumer", "sub", "", 'auto_offset_reset="earliest", ')),
+             fails("lab7-q3", "lab7-q4")),
+    Scenario("producer-reports-on-send-and-consumer-without-a-group", "lab7", "the producer prints 'acked' right "
+             "after send(), before the broker answered; the consumer assigns the partitions itself and commits "
+             "nothing",
+             (Edit("lab7-producer", "sub",
+                   "        producer.send(topic, value.encode())\n        print('acked', value, flush=True)\n",
+                   "        producer.send(topic, value.encode()).add_callback(report(value))\n"),
+              Edit("lab7-consumer", "replace",
+                   "%%writefile consumer.py\n"
+                   "import sys\n"
+                   "from kafka import KafkaConsumer, TopicPartition\n"
+                   "from kafka.errors import KafkaError\n"
+                   "from cluster.own import connection\n\n"
+                   "consumer = KafkaConsumer(**connection())\n"
+                   "tps = [TopicPartition(sys.argv[1], p) for p in consumer.partitions_for_topic(sys.argv[1])]\n"
+                   "consumer.assign(tps)\n"
+                   "consumer.seek_to_beginning(*tps)\n"
+                   "while True:\n"
+                   "    try:\n"
+                   "        for records in consumer.poll(timeout_ms=1000).values():\n"
+                   "            for r in records:\n"
+                   "                print(r.value.decode(), flush=True)\n"
+                   "    except KafkaError:\n"
+                   "        pass\n")),
+             fails("lab7-q3", "lab7-q4")),
+    Scenario("producer-without-retries", "lab7", "the producer gives up on a write the leader refuses (retries=0)",
+             (Edit("lab7-producer", "sub", 'acks="all", retries=0, enable_idempotence=False',
+                   'acks="all", enable_idempotence=True'),),
+             fails("lab7-q3")),
+    Scenario("producer-acks-without-sending", "lab7", "prints 'acked' for every line and sends nothing",
+             (Edit("lab7-producer", "replace",
+                   "%%writefile producer.py\nimport sys\nfor line in sys.stdin:\n"
+                   "    print('acked', line.strip(), flush=True)\n"),),
+             fails("lab7-q3")),
+    Scenario("one-at-a-time-and-auto-commit", "lab7", "the producer sends one record at a time, waiting on each "
+             "future; the consumer lets the client auto-commit every second",
+             (Edit("lab7-producer", "replace",
+                   "%%writefile producer.py\n"
+                   "import sys\n"
+                   "from kafka import KafkaProducer\n"
+                   "from cluster.own import connection\n\n"
+                   "producer = KafkaProducer(**connection())   # the defaults: acks='all', retries, idempotence\n"
+                   "for line in sys.stdin:\n"
+                   "    if line.strip():\n"
+                   "        producer.send(sys.argv[1], line.strip().encode()).get(timeout=120)\n"
+                   "        print(f'acked {line.strip()}', flush=True)\n"
+                   "producer.close()\n"),
+              Edit("lab7-consumer", "sub", "enable_auto_commit=True, auto_commit_interval_ms=1000",
+                   "enable_auto_commit=False"),
+              Edit("lab7-consumer", "sub", "", "        if batches:\n            consumer.commit()\n")),
+             fails()),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),
              note="Read-only file system"),

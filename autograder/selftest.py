@@ -234,6 +234,25 @@ class Report:
     changed: list[str]       # what went wrong across all gradings: course files, escapes, broker settings
 
 
+# Gradings that start a cluster of their own (lab 7: three more JVMs each) run at most this
+# many at a time, beside the others: six at once would be 18 brokers on a 2-core machine.
+OWN_CLUSTER_JOBS = 2
+
+
+def run_pooled(todo: list, tmp: Path, jobs: int) -> list:
+    """Grade the cases, `jobs` at a time, of which at most OWN_CLUSTER_JOBS start their own
+    cluster; outcomes in the order of `todo`."""
+    from .checks import checks_module
+
+    heavy = [c for c in todo if getattr(checks_module(c.lab), "OWN_CLUSTER", False)]
+    light = [c for c in todo if c not in heavy]
+    n_heavy = min(OWN_CLUSTER_JOBS, jobs - 1 if light else jobs) if heavy else 0
+    with ThreadPoolExecutor(max(1, n_heavy)) as heavy_pool, ThreadPoolExecutor(max(1, jobs - n_heavy)) as light_pool:
+        futures = {id(c): (heavy_pool if c in heavy else light_pool).submit(run, c, tmp)
+                   for c in heavy + light}
+        return [futures[id(c)].result() for c in todo]
+
+
 def grade_all(selected: list[str], jobs: int = 2, corpus_dir: Path | None = None, only: list[str] | None = None,
               via: str = "cli") -> Report:
     """Grade every case of the selected labs (the CLI: `jobs` at a time; or nbgrader)."""
@@ -248,8 +267,7 @@ def grade_all(selected: list[str], jobs: int = 2, corpus_dir: Path | None = None
         if via == "nbgrader":
             outcomes = run_via_nbgrader(todo, tmp)
         else:
-            with ThreadPoolExecutor(jobs) as pool:
-                outcomes = list(pool.map(lambda c: run(c, tmp), todo))
+            outcomes = run_pooled(todo, tmp, jobs)
         changed = []
         if course_digest() != digest:
             changed.append("a file of the course (solutions/, labs/, autograder/, cluster/, ...) changed")

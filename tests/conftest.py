@@ -14,6 +14,7 @@ from cluster import settings
 TEST_HOME = settings.ROOT / ".test-cluster"
 os.environ["COURSE_CLUSTER_HOME"] = str(TEST_HOME)
 os.environ["COURSE_PORT_BASE"] = str(settings.TEST_PORT_BASE)
+os.environ["COURSE_OWN_CLUSTER_HOME"] = str(settings.ROOT / ".test-own-cluster")   # lab 7's, in the tests
 os.environ.pop("KAFKA_BOOTSTRAP_SERVERS", None)
 os.environ.setdefault("LAB_NAMESPACE", "test")
 

@@ -26,7 +26,7 @@ from .scripts import read_student_file, start, stop, wait  # noqa: F401 - read_s
 OWN_CLUSTER = True
 BROKERS = (1, 2, 3)
 STATE_WAIT_S = 30          # for leaders and ISRs to settle after a broker stops, dies or returns
-ACK_WAIT_S = 60            # for the student's producer to acknowledge what it was given
+ACK_WAIT_S = 30            # for the student's producer to acknowledge what it was given
 REFUSAL_WINDOW_S = 3       # how long an acks=all producer's writes are watched being refused
 CONSUMER_WAIT_S = 45
 POLL_S = 0.2
@@ -221,9 +221,13 @@ def leaders_and_isr(ctx: Context) -> str:
     n = ctx.rng.randrange(4, 7)
     # Two replicas each, in seeded order (the first is the preferred leader), so a stopped
     # broker leaves some partitions with both replicas and some with one.
-    assignments = {p: ctx.rng.sample(BROKERS, 2) for p in range(n)}
-    topic = new_topic(ctx, "placement", assignments=assignments)
     victim = ctx.rng.choice(BROKERS)
+    others = [b for b in BROKERS if b != victim]
+    assignments = {p: ctx.rng.sample(BROKERS, 2) for p in range(n)}
+    # At least one partition the stopped broker led, and one it had no replica of.
+    assignments[0] = [victim, ctx.rng.choice(others)]
+    assignments[1] = ctx.rng.sample(others, 2)
+    topic = new_topic(ctx, "placement", assignments=assignments)
     stop_one(ctx, victim)
     truth = settled_without(ctx, topic, victim)
     found = value_despite_the_stopped_broker(ctx, f"partition_state({topic!r})")
@@ -344,14 +348,14 @@ def wait_acked(run, want: set[str], what: str, timeout: float = ACK_WAIT_S) -> N
 def log_values(ctx: Context, topic: str) -> list[str]:
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(**cluster_of(ctx).admin_connection(), enable_auto_commit=False)
+    consumer = KafkaConsumer(enable_auto_commit=False, **cluster_of(ctx).admin_connection())
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)
+        stop_at = consumer.end_offsets(tps)
         out, deadline = [], time.monotonic() + 30
-        while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
+        while any(consumer.position(tp) < stop_at[tp] for tp in tps) and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=500).values():
                 out.extend(r.value.decode(errors="replace") for r in records if r.value is not None)
         return out
@@ -433,11 +437,11 @@ def committed_to_end(ctx: Context, topic: str, group: str) -> bool:
     consumer = KafkaConsumer(**cluster_of(ctx).admin_connection())
     try:
         tps = [TopicPartition(topic, p) for p in range(3)]
-        ends = consumer.end_offsets(tps)
+        high = consumer.end_offsets(tps)
     finally:
         consumer.close()
     offsets = retried(ctx, lambda a: a.list_group_offsets(group), f"reading {group}'s offsets").get(group, {})
-    return all(offsets.get(tp) is not None and offsets[tp].offset >= ends[tp] for tp in tps)
+    return all(offsets.get(tp) is not None and offsets[tp].offset >= high[tp] for tp in tps)
 
 
 @check("lab7-q4")

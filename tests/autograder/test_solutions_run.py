@@ -47,6 +47,18 @@ LESSONS = {
         r"after: +\[\(4, 'B', None\), \(5, 'A', '3'\), \(6, 'D', '1'\), \(7, 'C', '2'\), \(8, 'A', '4'\)\]",
         r"retired planes left in it: \[\]",
     ],
+    "lab7": [
+        r"killed broker \d: partition 0 had a new leader, broker \d, after ([3-9]|1\d)\.\d s",   # the 3 s session timeout
+        r"stopped broker \d cleanly: partition 1 had a new leader, broker \d, after [0-4]\.\d s",  # handed over first
+        r"killed the active controller \d: controller \d took over after \d+\.\d s",
+        # no quorum: the broker killed last is never fenced
+        r"killed controller (\d) too; 5 s later broker \d, the last one up, still lists these brokers as alive: "
+        r"\[[\d, ]*\1[\d, ]*\]",
+        r"2 replicas in sync, min.insync.replicas=2:  acks='all' -> acknowledged,  acks=1 -> acknowledged",
+        r"2 replicas in sync, min.insync.replicas=3:  acks='all' -> NotEnoughReplicasError,  acks=1 -> acknowledged",
+        r"fragile  acks=1   min.insync.replicas=1: acknowledged 100, the topic holds 50, lost 50 acknowledged",
+        r"careful  acks=all min.insync.replicas=2: acknowledged 50, the topic holds 50, lost 0 acknowledged",
+    ],
     "lab5": [
         r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",
         r"commit after processing: killed after record 130 \(exit -9\); 0 lost, 10 processed twice \(120-129\)",
