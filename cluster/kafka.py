@@ -258,6 +258,11 @@ class Cluster:
                             return True, last
                     except Exception as e:  # not up yet: connection refused, timeouts, ...
                         last = e
+                        # A fresh client next time: kafka-python's admin keeps sending to the
+                        # controller it first heard of (UnknownBrokerIdError while that one starts).
+                        if admin is not None:
+                            admin.close()
+                            admin = None
                     time.sleep(POLL_S)
             finally:
                 if admin is not None:

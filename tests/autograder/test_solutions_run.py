@@ -48,7 +48,7 @@ LESSONS = {
         r"retired planes left in it: \[\]",
     ],
     "lab7": [
-        r"killed broker \d: partition 0 had a new leader, broker \d, after ([3-9]|1\d)\.\d s",   # the 3 s session timeout
+        r"killed broker \d: partition 0 had a new leader, broker \d, after ([2-9]|1\d)\.\d s",   # the 3 s session timeout
         r"stopped broker \d cleanly: partition 1 had a new leader, broker \d, after [0-4]\.\d s",  # handed over first
         r"killed the active controller \d: controller \d took over after \d+\.\d s",
         # no quorum: the broker killed last is never fenced

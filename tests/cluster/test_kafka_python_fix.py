@@ -44,3 +44,22 @@ def test_short_polls_get_their_partitions_every_time(cluster, admin):
     finally:
         admin.delete_topics([topic])
     assert not missed, f"(attempt, partitions) of members left without their partitions after {DEADLINE_S} s: {missed}"
+
+
+def test_an_admin_client_outlives_its_controller(healthy):
+    """The admin client asked broker N for topic creations; N restarts (a new connection, a new
+    registration): the next creation must still work, asked of whoever is the controller now.
+    Without the fix: UnknownBrokerIdError or a refused connection, for as long as the client lives."""
+    client = healthy.admin()
+    names = [f"test.controller-{uuid.uuid4().hex[:6]}-{i}" for i in range(2)]
+    try:
+        client.create_topics({names[0]: {"num_partitions": 1, "replication_factor": 2}})
+        asked = client._controller_id
+        assert asked in settings.NODE_IDS
+        healthy.stop_broker(asked)
+        client.create_topics({names[1]: {"num_partitions": 1, "replication_factor": 2}})
+        assert names[1] in client.list_topics()
+    finally:
+        healthy.start_broker(asked)
+        client.delete_topics([n for n in names if n in client.list_topics()])
+        client.close()
