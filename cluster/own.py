@@ -156,8 +156,12 @@ def start(home: Path, namespace: str, echo=print) -> OwnCluster:
         home.mkdir(parents=True)
         (home / "own.json").write_text(json.dumps({"port_base": base}))
         cluster = Cluster(S.Settings(home=home, port_base=base, overrides=S.FAULT_SETTINGS))
-        cluster.up(echo=echo)
-        own = _with_user(cluster, namespace)
+        try:
+            cluster.up(echo=echo)
+            own = _with_user(cluster, namespace)
+        except BaseException:   # no broker outlives a start that failed half-way
+            cluster.down(wipe=True)
+            raise
     except BaseException:
         os.close(fd)
         raise
