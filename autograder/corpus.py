@@ -800,6 +800,11 @@ c.close()
                    "    except KafkaError:\n"
                    "        pass\n")),
              fails("lab7-q3", "lab7-q4")),
+    Scenario("producer-acks-1-behind-a-linger", "lab7", "acks=1 hidden behind a 4 s linger_ms, so that nothing is "
+             "sent during a short refusal window",
+             (Edit("lab7-producer", "sub", 'acks=1, enable_idempotence=False, linger_ms=4000',
+                   'acks="all", enable_idempotence=True, linger_ms=5'),),
+             fails("lab7-q3")),
     Scenario("producer-without-retries", "lab7", "the producer gives up on a write the leader refuses (retries=0)",
              (Edit("lab7-producer", "sub", 'acks="all", retries=0, enable_idempotence=False',
                    'acks="all", enable_idempotence=True'),),
