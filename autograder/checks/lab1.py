@@ -262,6 +262,9 @@ def measurements(ctx: Context) -> None:
                     "check that you timed the operation the text names.")
 
 
+TOO_CLOSE = 1.5   # rates within this factor: either order is accepted (see lab1-q6)
+
+
 @check("lab1-q6", pause_kernel=False)
 def predicted_the_fastest(ctx: Context) -> None:
     """the predicted order of throughputs is the order the grader measures"""
@@ -275,7 +278,12 @@ def predicted_the_fastest(ctx: Context) -> None:
     expect(isinstance(predicted, list) and sorted(map(str, predicted)) == sorted(rates),
            "predicted_order should list the three ways, most operations per second first",
            expected=sorted(rates), found=predicted)
-    expect_equal(predicted, measured, "your predicted order against the grader's measurement "
-                 f"({', '.join(f'{k}: {v:,.0f}/s' for k, v in rates.items())})",
-                 hint="Count the round trips each way needs per operation, and how many operations one "
-                      "request can carry.")
+    # Two ways measured within TOO_CLOSE of each other may come out in either order on a busy
+    # machine (a grading beside others): the prediction is judged only where the order is clear.
+    wrong = [(a, b) for i, a in enumerate(predicted) for b in predicted[i + 1:]
+             if rates[b] > rates[a] * TOO_CLOSE]
+    expect(not wrong, "your predicted order against the grader's measurement "
+                      f"({', '.join(f'{k}: {v:,.0f}/s' for k, v in rates.items())})",
+           expected=measured, found=predicted,
+           hint="Count the round trips each way needs per operation, and how many operations one "
+                "request can carry.")
