@@ -103,7 +103,13 @@ def compaction_case(ctx: Context) -> tuple[list, list]:
     for i in range(ctx.rng.randrange(12, 20)):
         key = ctx.rng.choice(KEYS)
         closed.append((key, None if i and ctx.rng.random() < 0.2 else f"v{i}"))
+    # Every case tests each rule, whatever the seed: a key whose newest write is a tombstone (so
+    # leaving tombstones out shows) and a key written more than once (so keeping the first shows).
     keys = sorted({k for k, _ in closed})
+    if None not in dict(closed).values():
+        closed.append((ctx.rng.choice(keys), None))
+    if len(keys) == len(closed):
+        closed.append((closed[0][0], f"v{len(closed)}"))
     active = [(ctx.rng.choice(keys), f"a{i}") for i in range(ctx.rng.randrange(2, 5))]
     return closed, active
 
