@@ -831,6 +831,73 @@ c.close()
                    "enable_auto_commit=False"),
               Edit("lab7-consumer", "sub", "", "        if batches:\n            consumer.commit()\n")),
              fails()),
+    # lab 8: judged against the grading's own synchronous loop and on bytes on disk, never on an
+    # absolute rate.
+    Scenario("latency-in-seconds-and-p99-as-max", "lab8", "gives latencies in seconds, and the largest "
+             "latency as p99",
+             (Edit("lab8-latencies", "sub", "time.time() - record.timestamp / 1000", "time.time() * 1000 - record.timestamp"),
+              Edit("lab8-percentiles", "replace",
+                   "def percentiles(latencies):\n    return float(np.median(latencies)), max(latencies)\n")),
+             fails("lab8-q1", "lab8-q2")),
+    Scenario("latency-from-its-own-clock-and-the-mean", "lab8", "times each record from the moment its consumer "
+             "started instead of the record's timestamp; takes the mean as p50",
+             (Edit("lab8-latencies", "sub", "    found, start = [], time.time() * 1000\n", "    found = []\n"),
+              Edit("lab8-latencies", "sub", "time.time() * 1000 - start", "time.time() * 1000 - record.timestamp"),
+              Edit("lab8-percentiles", "replace",
+                   "def percentiles(latencies):\n    return np.mean(latencies), np.percentile(latencies, 99)\n")),
+             fails("lab8-q1", "lab8-q2")),
+    Scenario("latencies-all-zero", "lab8", "returns a zero latency for every record without reading any",
+             (Edit("lab8-latencies", "replace", "def latencies(topic, count):\n    return [0.0] * count\n"),),
+             fails("lab8-q1")),
+    Scenario("synchronous-send-all-with-gzip", "lab8", "compresses with gzip but waits for each record's "
+             "acknowledgement, so every batch holds one record",
+             (Edit("lab8-producer", "sub", 'compression_type="gzip"', 'compression_type="lz4"'),
+              Edit("lab8-producer", "sub", "        producer.send(topic, value).get(timeout=30)\n", "        producer.send(topic, value)\n")),
+             fails("lab8-q3", "lab8-q4")),
+    Scenario("acks-1-for-speed", "lab8", "buys speed with acks=1",
+             (Edit("lab8-producer", "sub", 'acks=1, linger_ms=20', 'acks="all", linger_ms=20'),),
+             fails("lab8-q3")),
+    Scenario("batched-but-not-compressed", "lab8", "batches well and never compresses",
+             (Edit("lab8-producer", "sub", ")", ',\n                         compression_type="lz4")'),),
+             fails("lab8-q4")),
+    Scenario("send-all-without-flush", "lab8", "returns as soon as every value is handed to send(), before the "
+             "brokers acknowledged them",
+             (Edit("lab8-producer", "sub", "", "    producer.flush()\n"),),
+             fails("lab8-q3", "lab8-q4")),
+    Scenario("sends-a-sample", "lab8", "sends every tenth value, to be quick",
+             (Edit("lab8-producer", "sub", "    for value in values[::10]:\n", "    for value in values:\n"),),
+             fails("lab8-q3", "lab8-q4")),
+    Scenario("other-styles", "lab8", "latencies as a pandas Series by offset, percentiles with the statistics "
+             "module and with nearest rank, zstd, and send_all waiting on every future at the end",
+             (Edit("lab8-latencies", "replace",
+                   "import pandas as pd\n\n"
+                   "def latencies(topic, count):\n"
+                   "    consumer = KafkaConsumer(**lab.connection, enable_auto_commit=False)\n"
+                   "    tp = TopicPartition(topic, 0)\n"
+                   "    consumer.assign([tp])\n"
+                   "    consumer.seek_to_beginning(tp)\n"
+                   "    ages = {}\n"
+                   "    while len(ages) < count:\n"
+                   "        for batch in consumer.poll(timeout_ms=500).values():\n"
+                   "            for r in batch:\n"
+                   "                ages[r.offset] = time.time_ns() // 1_000_000 - r.timestamp\n"
+                   "    consumer.close()\n"
+                   "    return pd.Series(ages).sort_index().head(count)\n"),
+              Edit("lab8-percentiles", "replace",
+                   "import statistics\n\n"
+                   "def percentiles(latencies):\n"
+                   "    ordered = sorted(latencies)\n"
+                   "    cuts = statistics.quantiles(ordered, n=100)\n"
+                   "    return cuts[49], ordered[int(0.99 * len(ordered))]\n"),
+              Edit("lab8-producer", "replace",
+                   "def fast_producer():\n"
+                   "    return KafkaProducer(**lab.connection, linger_ms=10, batch_size=64 * 1024, "
+                   "compression_type='zstd')\n\n\n"
+                   "def send_all(producer, topic, values):\n"
+                   "    futures = [producer.send(topic, value=v) for v in values]\n"
+                   "    for f in futures:\n"
+                   "        f.get(timeout=60)\n")),
+             fails()),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),
              note="Read-only file system"),

@@ -72,6 +72,11 @@ class Account:
         return {"security.protocol": PROTOCOL, "sasl.mechanism": self.mechanism,
                 "sasl.jaas.config": self.jaas()}
 
+    def librdkafka(self) -> dict[str, str]:
+        """The same for librdkafka (confluent-kafka's Producer, Consumer and AdminClient)."""
+        return {"security.protocol": PROTOCOL, "sasl.mechanism": self.mechanism,
+                "sasl.username": self.username, "sasl.password": self.password}
+
     def __repr__(self) -> str:  # never print a password by accident
         return f"Account({self.username!r}, mechanism={self.mechanism!r})"
 

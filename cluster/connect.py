@@ -125,6 +125,11 @@ def connection() -> dict:
     return {"bootstrap_servers": bootstrap_servers(), **account().kafka_python()}
 
 
+def librdkafka_connection() -> dict:
+    """The same for confluent-kafka (librdkafka): Producer(librdkafka_connection())."""
+    return {"bootstrap.servers": bootstrap_servers(), **account().librdkafka()}
+
+
 def admin_connection() -> dict:
     """The course's own login (a super user), for the cluster's tools and the grader's checks.
     KAFKA_ADMIN_BOOTSTRAP_SERVERS and KAFKA_ADMIN_PASSWORD name another cluster's; otherwise the

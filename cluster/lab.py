@@ -7,6 +7,7 @@
     lab.read("flights")              # every record it holds, oldest first
     lab.own_cluster()                # lab 7: three brokers of your own, to break
     KafkaProducer(**lab.connection)  # every client: the servers and your login
+    Producer(lab.librdkafka_connection())   # the same for confluent-kafka (librdkafka)
     flights = load_flights(day=1)    # January 2013 flights from New York City, as dicts
 """
 
@@ -44,6 +45,12 @@ class Lab:
 
     def transactional_id(self, name: str) -> str:
         return transactional_id(name)
+
+    def librdkafka_connection(self) -> dict:
+        """confluent-kafka's settings for the same servers and login: Producer(lab.librdkafka_connection())."""
+        from .connect import librdkafka_connection
+
+        return librdkafka_connection()
 
     def own_cluster(self):
         """Lab 7: a three-broker cluster of your own, to break (cluster/own.py): started, or

@@ -59,6 +59,20 @@ LESSONS = {
         r"fragile  acks=1   min.insync.replicas=1: acknowledged 100, the topic holds 50, lost 50 acknowledged",
         r"careful  acks=all min.insync.replicas=2: acknowledged 50, the topic holds 50, lost 0 acknowledged",
     ],
+    "lab8": [
+        r"asynchronous: [\d,]+ records/s = ([2-9]\d|\d{3,})x the synchronous loop",      # not waiting: 20x or more
+        r"\{'linger_ms': 20, 'batch_size': 131072\} +[\d,]+ +([5-9]\d\d|[\d,]{5,})\b",   # hundreds a request
+        r"gzip +[\d,]+ +(1\d|[5-9])% ", r"zstd +[\d,]+ +(1\d|[5-9])% ",              # JSON shrinks to ~1/8
+        r"snappy +[\d,]+ +[1-3]\d% ", r"lz4 +[\d,]+ +[1-3]\d% ",
+        r"gzip, one record a batch +[\d,]+ +[5-9]\d% ",                                # batches of one barely shrink
+        r"\[0\.\d, 5\.\d, 60\.\d\] s",                                                 # ages from timestamps
+        r"linger_ms=100: p50 +([4-9]\d|1\d\d)\.\d ms",                                    # a lone record waits
+        r"fetch_max_wait_ms=300: p50 +([1-3]\d\d)\.\d ms",
+        r"Java, 1 MiB batches +[\d,]+ records/s +yours is 0\.\d\d of it",               # the clients' ceiling
+        r"librdkafka +[\d,]+ records/s +yours is 0\.\d\d of it",
+        r"10000-byte records: +[\d,]+ records/s = +[1-9]\d+\.\d MB/s",                   # more bytes per second
+        r"lab8-q1 passed", r"lab8-q2 passed", r"lab8-q3 passed", r"lab8-q4 passed",
+    ],
     "lab5": [
         r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",
         r"commit after processing: killed after record 130 \(exit -9\); 0 lost, 10 processed twice \(120-129\)",

@@ -7,6 +7,11 @@ def test_kafka_image_runs_the_same_release_as_the_local_cluster():
     assert settings.pins()["images"]["kafka"] == f"apache/kafka:{settings.kafka_version()}"
 
 
+def test_kafka_tools_come_from_the_brokers_release():
+    tools = [c for c in settings.pins()["maven"]["kafka-tools"] if ":kafka-tools:" in c][0]
+    assert tools.rstrip("!").endswith(":" + settings.kafka_version())
+
+
 def test_spark_connector_and_image_match_pyspark():
     pyspark = settings.python_pins()["pyspark"]
     connector = [c for c in settings.pins()["maven"]["spark-kafka"] if "spark-sql-kafka" in c][0]

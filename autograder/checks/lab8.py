@@ -1,0 +1,284 @@
+"""Lab 8, throughput and latency. Nothing is judged on an absolute rate (a loaded machine is
+slower, not wrong): latencies against the record timestamps the grader chose, percentiles of a
+seeded list, the student's tuned producer against a synchronous loop measured in the same
+grading, and bytes on disk, which do not vary from run to run.
+
+- lab8-q1 latencies(topic, count): end-to-end latency of each record from its timestamp; the
+  grader back-dates its records by seeded amounts, so only the timestamps give the answer;
+- lab8-q2 percentiles(latencies): (p50, p99) of a seeded list, any usual definition;
+- lab8-q3 send_all(fast_producer(), topic, values): acks="all" kept, every value once, at least
+  SPEEDUP_AT_LEAST times the grader's synchronous loop, both timed by the grader's clock;
+- lab8-q4 the same producer stores the day's flights in at most DISK_RATIO_AT_MOST of the bytes
+  the grader's uncompressed producer needs for them."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+from . import CheckFailed, Context, check, expect
+from .kafka_state import end_offsets, read_all
+
+PERCENTILES = (50, 99)
+LATENCY_RECORDS = 40
+CLOCK_SLACK_MS = 5                # timestamps are whole milliseconds
+SEND_RECORDS = 20_000             # for q3: a tuned producer needs about a second, a synchronous loop over 30 s
+RECORD_BYTES = 100
+BASELINE_RECORDS = 300            # the grader's synchronous loop: about a second
+# Measured on a 2-core machine (lab 8's table): a tuned kafka-python producer sends 50-70 times
+# as fast as a synchronous loop; batching alone (async, default linger) already gives ~40x.
+SPEEDUP_AT_LEAST = 10
+GRADERS_PRODUCER = "_lab8_graders_producer"   # the student's producer, kept in the kernel between two reads
+DISK_RATIO_AT_MOST = 0.5          # gzip/zstd/lz4/snappy over whole batches of flights: 0.15-0.35
+
+
+def new_topic(ctx: Context, name: str, partitions: int, protect: bool = True, **configs: str) -> str:
+    """A topic of the grader's own in the grading's namespace (read-only for the student unless
+    the student's code is to write to it)."""
+    topic = ctx.topic(f"{name}-{ctx.rng.randrange(10**6)}")
+    ctx.admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 3,
+                                     "configs": {k.replace("_", "."): v for k, v in configs.items()}}})
+    ctx.admin.wait_for_topics([topic])
+    if protect:
+        ctx.protect(topics=[topic])
+    return topic
+
+
+def short(topic: str) -> str:
+    return topic.split(".", 1)[1]
+
+
+# --- q1: latency from timestamps ----------------------------------------------------------
+@check("lab8-q1")
+def latencies_from_timestamps(ctx: Context) -> None:
+    """latencies(topic, count) gives each record's age when read, from its timestamp, in ms"""
+    from kafka import KafkaProducer
+
+    topic = new_topic(ctx, "latency-check", 1)
+    now_ms = int(time.time() * 1000)
+    # Records stamped as created up to a minute ago, as a slow upstream system would have made them.
+    stamps = [now_ms - ctx.rng.choice([ctx.rng.randrange(0, 200), ctx.rng.randrange(2_000, 60_000)])
+              for _ in range(LATENCY_RECORDS)]
+    producer = KafkaProducer(**ctx.kafka)
+    try:
+        for i, ts in enumerate(stamps):
+            producer.send(topic, value=b"record %d" % i, timestamp_ms=ts)
+        producer.flush()
+    finally:
+        producer.close()
+    before = time.time() * 1000
+    got = ctx.sub.value(f"latencies({topic!r}, {LATENCY_RECORDS})")
+    after = time.time() * 1000
+    if isinstance(got, dict) and all(isinstance(k, int) for k in got):
+        got = [got[k] for k in sorted(got)]          # {offset: latency}, e.g. a pandas Series
+    expect(isinstance(got, (list, tuple)) and len(got) == LATENCY_RECORDS
+           and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in got),
+           f"latencies({topic!r}, {LATENCY_RECORDS}) should give {LATENCY_RECORDS} numbers in offset order",
+           expected=f"a list of {LATENCY_RECORDS} numbers (ms)",
+           found=type(got).__name__ + (f" of {len(got)}" if hasattr(got, "__len__") else ""))
+    # Each latency lies between the record's age when the call began and when it returned.
+    wrong = [i for i, (lat, ts) in enumerate(zip(got, stamps))
+             if not before - ts - CLOCK_SLACK_MS <= lat <= after - ts + CLOCK_SLACK_MS]
+    if wrong:
+        i = wrong[0]
+        seconds = all(abs(lat * 1000 - (before - ts)) < (after - before) + 1000 for lat, ts in zip(got, stamps))
+        expect(False, f"latencies({topic!r}, {LATENCY_RECORDS}): {len(wrong)} of {LATENCY_RECORDS} are not the "
+                      f"record's age when read (offset {i} first)",
+               expected=f"between {before - stamps[i]:.0f} and {after - stamps[i]:.0f} ms", found=got[i],
+               hint=("These look like seconds: give milliseconds. " if seconds else "")
+               + "The grader stamped its records as made at different times, some a minute ago. A record's "
+                 "latency is the time you read it minus record.timestamp (ms since 1970, set by its producer), "
+                 "not a time you measured yourself.")
+
+
+# --- q2: percentiles ----------------------------------------------------------------------
+def latency_sample(ctx: Context) -> list[float]:
+    """A skewed sample like real latencies: most fast, a long slow tail; all distinct."""
+    n = ctx.rng.randrange(180, 420)
+    values = {round(ctx.rng.lognormvariate(1.5, 0.6) + (ctx.rng.random() < 0.05) * ctx.rng.uniform(50, 400), 3)
+              for _ in range(n)}
+    values = sorted(values)
+    ctx.rng.shuffle(values)
+    return values
+
+
+def acceptable(sample: list[float], q: float) -> tuple[float, float]:
+    """The range a q-th percentile may take: between the order statistics that the usual
+    definitions (nearest rank, linear interpolation, numpy's and statistics' methods) pick."""
+    s, n = sorted(sample), len(sample)
+    ranks = [math.floor(q / 100 * (n - 1)), math.ceil(q / 100 * (n - 1)),
+             math.ceil(q / 100 * n) - 1, min(n - 1, math.floor(q / 100 * n)),
+             min(n - 1, math.floor(q / 100 * (n + 1)) - 1), min(n - 1, math.ceil(q / 100 * (n + 1)) - 1)]
+    ranks = [min(max(r, 0), n - 1) for r in ranks]
+    return s[min(ranks)], s[max(ranks)]
+
+
+@check("lab8-q2")
+def percentiles_of_a_sample(ctx: Context) -> None:
+    """percentiles(latencies) gives (p50, p99) of a seeded sample"""
+    sample = latency_sample(ctx)
+    got = ctx.sub.value(f"percentiles({sample!r})")
+    if isinstance(got, dict):
+        got = tuple(got.get(k, got.get(f"p{k}")) for k in PERCENTILES)
+    expect(isinstance(got, (list, tuple)) and len(got) == 2
+           and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in got),
+           f"percentiles(...) of {len(sample)} latencies should give two numbers, (p50, p99)",
+           expected="(p50, p99)", found=got)
+    for q, value in zip(PERCENTILES, got):
+        lo, hi = acceptable(sample, q)
+        expect(lo - 1e-9 <= value <= hi + 1e-9, f"p{q} of {len(sample)} latencies (min {min(sample)}, "
+                                                 f"mean {sum(sample) / len(sample):.3f}, max {max(sample)})",
+               expected=f"{lo}" if lo == hi else f"between {lo} and {hi}", found=value,
+               hint="Sort the latencies: the p-th percentile is the value p% of the way along (numpy.percentile "
+                    "does it). Not the mean, not the maximum; and the list arrives in no particular order.")
+
+
+# --- q3 and q4: the tuned producer ---------------------------------------------------------
+def synchronous_baseline(ctx: Context) -> float:
+    """The grader's synchronous loop (one send, wait for its acknowledgement, the next) on a
+    topic like the student's: records per second on this machine, now, by the grader's clock
+    from making the producer to the last acknowledgement, as the student's is timed."""
+    from kafka import KafkaProducer
+
+    topic = new_topic(ctx, "sync-baseline", 3)
+    start = time.monotonic()
+    producer = KafkaProducer(**ctx.kafka, acks="all")
+    try:
+        for i in range(BASELINE_RECORDS):
+            producer.send(topic, value=b"%06d" % i + b"." * (RECORD_BYTES - 6)).get(timeout=30)
+        return BASELINE_RECORDS / (time.monotonic() - start)
+    finally:
+        producer.close()
+
+
+def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tuple[str, float]:
+    """Run the student's send_all(fast_producer(), topic, values) in the kernel: its acks, and
+    the seconds it took by the grader's clock (the kernel's could be the student's). The
+    producer is closed (which would send what is left) only after the records were counted."""
+    p = GRADERS_PRODUCER
+    start = time.monotonic()
+    try:
+        # Right as send_all returns: the producer's acks, and whether batches still await an answer.
+        acks, waiting = ctx.sub.value(
+            f"({p} := fast_producer(), send_all({p}, {topic!r}, {values_expr}), "
+            f"getattr({p}, 'config', {{}}).get('acks'), "
+            f"getattr(getattr({p}, '_accumulator', None), 'has_incomplete', False))[2:]")
+    except CheckFailed as e:
+        if "did not return" not in e.what:
+            raise
+        raise CheckFailed(f"send_all(fast_producer(), ...) of {count:,} records did not finish within "
+                          f"{time.monotonic() - start:.0f} s",
+                          hint="A tuned producer needs well under a second for these; one that waits for each "
+                               "record's acknowledgement needs a minute. Send them all, then flush() once.") from None
+    seconds = time.monotonic() - start
+    try:
+        ends = end_offsets(ctx, short(topic))
+    finally:
+        ctx.sub.value(f"{p}.close()")
+    expect(not waiting, "records still unacknowledged when send_all(...) returned", expected="none", found="some",
+           hint="send_all should return only when the brokers have acknowledged every record: producer.flush() "
+                "waits for that.")
+    expect(sum(ends.values()) == count, f"records in {topic} once send_all(...) returned",
+           expected=count, found=sum(ends.values()),
+           hint="send_all should send every value and return only when the brokers have acknowledged them all "
+                "(producer.flush() waits for that).")
+    return acks, seconds
+
+
+@check("lab8-q3")
+def tuned_producer_is_fast_and_safe(ctx: Context) -> None:
+    """send_all(fast_producer(), ...) keeps acks="all", sends every value once, much faster than a synchronous loop"""
+    baseline = synchronous_baseline(ctx)
+    topic = new_topic(ctx, "throughput-check", 3, protect=False)
+    tag = ctx.rng.randrange(10**6)
+    values = f"[b'%06d:%07d:' % ({tag}, i) + b'x' * {RECORD_BYTES - 15} for i in range({SEND_RECORDS})]"
+    acks, seconds = run_send_all(ctx, topic, values, SEND_RECORDS)
+    expect(acks in (-1, "all"), "fast_producer()'s acks", expected='"all" (-1)', found=acks,
+           hint="Tune for speed without giving up durability: keep acks='all' (the default) and batch instead. "
+                "fast_producer() should return a kafka-python KafkaProducer.")
+    records = read_all(ctx, short(topic))
+    sent = sorted(r.value for r in records)
+    want = sorted(b"%06d:%07d:" % (tag, i) + b"x" * (RECORD_BYTES - 15) for i in range(SEND_RECORDS))
+    expect(sent == want, f"the values in {topic}",
+           expected=f"each of the {SEND_RECORDS} values once", found=f"{len(set(sent) & set(want))} of them",
+           hint="Send each value as it is, once.")
+    for p in {r.partition for r in records}:
+        order = [int(r.value.split(b":")[1]) for r in records if r.partition == p]
+        expect(order == sorted(order), f"the order of the values in partition {p}",
+               expected="as sent", found=f"{order[:5]}…",
+               hint="Records of one partition keep the order they were sent in: send them in the order given.")
+    speed = SEND_RECORDS / seconds
+    expect(speed >= SPEEDUP_AT_LEAST * baseline,
+           f"send_all(fast_producer(), ...)'s rate vs the grader's synchronous loop measured just before "
+           f"(both from making the producer to the last acknowledgement)",
+           expected=f"at least {SPEEDUP_AT_LEAST}x {baseline:,.0f} = {SPEEDUP_AT_LEAST * baseline:,.0f} records/s",
+           found=f"{speed:,.0f} records/s ({speed / baseline:.1f}x)",
+           hint="Do not wait for each record (no .get() per send): send them all, then flush() once, and let "
+                "the producer batch (linger_ms, batch_size, compression).")
+    return f"{speed:,.0f} records/s, {speed / baseline:.0f}x the synchronous loop's {baseline:,.0f}"
+
+
+def log_bytes(ctx: Context, topic: str) -> int:
+    """Bytes the topic's partitions take in their leaders' logs (the brokers' own count)."""
+    meta = ctx.admin.describe_topics([topic])[0]
+    leaders = {p["partition_index"]: p["leader_id"] for p in meta["partitions"]}
+    sizes = {}
+    answers = ctx.admin.describe_log_dirs()
+    for answer in answers:
+        for log_dir in answer["log_dirs"]:
+            for t in log_dir.get("topics", []):
+                if t.get("name") == topic:
+                    for p in t["partitions"]:
+                        if leaders.get(p["partition_index"]) == answer["broker"]:
+                            sizes[p["partition_index"]] = p["partition_size"]
+    if not sizes and not any(answer["log_dirs"] for answer in answers):
+        sizes = local_log_bytes(topic, leaders)      # a self-check: only the admin may ask the brokers
+    expect(set(sizes) == set(leaders), f"the size of {topic}'s partitions on their leaders",
+           expected=sorted(leaders), found=sorted(sizes),
+           hint="This is a problem with the grader's cluster, not your code: ask for a regrade.")
+    return sum(sizes.values())
+
+
+def local_log_bytes(topic: str, leaders: dict[int, int]) -> dict[int, int]:
+    """The same from the local cluster's files, for a student's own login (a self-check)."""
+    from cluster.connect import mode
+    from cluster.settings import Settings
+
+    if mode() != "local":
+        raise CheckFailed("only the course's admin may ask the brokers for log sizes, so this part is checked "
+                          "when your notebook is graded", hint="Section 3's table shows your codec's bytes on disk.")
+    cfg = Settings.from_env()
+    return {p: sum(f.stat().st_size for f in (cfg.node_dir(leader) / "data" / f"{topic}-{p}").glob("*.log"))
+            for p, leader in leaders.items()}
+
+
+@check("lab8-q4")
+def tuned_producer_saves_disk(ctx: Context) -> None:
+    """send_all(fast_producer(), ...) stores a day of flights in at most half the bytes of an uncompressed producer"""
+    from kafka import KafkaProducer
+
+    from cluster.lab import load_flights
+
+    day = ctx.rng.randrange(1, 32)
+    flights = [json.dumps(f).encode() for f in load_flights(day=day)]
+    plain_topic = new_topic(ctx, "plain-flights", 1)
+    producer = KafkaProducer(**ctx.kafka, acks="all", linger_ms=100, batch_size=256 * 1024)
+    try:
+        for value in flights:
+            producer.send(plain_topic, value=value)
+        producer.flush()
+    finally:
+        producer.close()
+    topic = new_topic(ctx, "packed-flights", 1, protect=False)
+    values = ("[__import__('json').dumps(f).encode() for f in "
+              f"__import__('cluster.lab', fromlist=['_']).load_flights(day={day})]")
+    run_send_all(ctx, topic, values, len(flights))
+    plain, packed = log_bytes(ctx, plain_topic), log_bytes(ctx, topic)
+    expect(packed <= DISK_RATIO_AT_MOST * plain,
+           f"bytes on disk of the {len(flights)} flights of 2013-01-{day:02d} sent by send_all(fast_producer(), ...)",
+           expected=f"at most {DISK_RATIO_AT_MOST:.0%} of {plain:,} (uncompressed, whole batches)",
+           found=f"{packed:,} ({packed / plain:.0%})",
+           hint="Compress (compression_type='gzip', 'lz4', 'snappy' or 'zstd'), and batch: a codec compresses "
+                "one batch at a time, so a batch of one record barely shrinks.")
+    return f"{packed:,} bytes, {packed / plain:.0%} of uncompressed"
