@@ -864,6 +864,11 @@ c.close()
              "brokers acknowledged them",
              (Edit("lab8-producer", "sub", "", "    producer.flush()\n"),),
              fails("lab8-q3", "lab8-q4")),
+    Scenario("compresses-values-itself", "lab8", "compresses each value with zlib before sending it, so the disk "
+             "check sees small records that are not the flights",
+             (Edit("lab8-producer", "sub", "        producer.send(topic, __import__('zlib').compress(value))\n",
+                   "        producer.send(topic, value)\n"),),
+             fails("lab8-q3", "lab8-q4")),
     Scenario("sends-a-sample", "lab8", "sends every tenth value, to be quick",
              (Edit("lab8-producer", "sub", "    for value in values[::10]:\n", "    for value in values:\n"),),
              fails("lab8-q3", "lab8-q4")),

@@ -1,7 +1,7 @@
 """make bench: speed and memory targets, printed as a table (never asserted in tests).
 
 Cluster start-up and memory; grading time per lab and its stability (one score over many
-runs); a class of submissions graded at once with grade-all (minutes, and every score as the
+runs); every corpus entry graded again and again with other seeds (always the corpus's score); a class of submissions graded at once with grade-all (minutes, and every score as the
 corpus expects). Runs its own cluster on its own ports (settings.BENCH_PORT_BASE) in a temporary folder, so neither a
 lab cluster nor the test cluster is touched.
 """
@@ -162,6 +162,75 @@ def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
             (f"scores that differ from the corpus's, or not graded, of {size}", [float(wrong)], "", 0.0)]
 
 
+# Grading time a lab may take (median, CLI end to end): a lab whose grading starts a cluster of
+# its own (lab 7) needs its start-up on top.
+GRADING_TARGET_S = {"lab7": 60.0}
+DEFAULT_GRADING_TARGET_S = 30.0
+
+
+def bench_corpus(runs: int, labs: list[str], jobs: int) -> list[tuple]:
+    """Grade every corpus entry of these labs `runs` times, each time as another student (so
+    with another seed): its scores must be exactly the corpus's every time. A seeded case that
+    lets a mistake pass by chance shows here long before it shows in CI."""
+    import json
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    import nbformat
+
+    from autograder.corpus import scenarios
+    from autograder.pipeline import SOLUTIONS, graded_parts
+    from autograder.selftest import expected_scores
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="course-bench-corpus-") as tmp:
+        tmp = Path(tmp)
+        c = fresh_cluster(tmp, "corpus")
+        c.up(echo=lambda *_: None)
+        env = bench_env(c)
+        try:
+            for lab in labs:
+                parts = graded_parts(nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4))
+                entries = [(s.name, s.notebook(), expected_scores(s, parts)) for s in scenarios(lab)
+                           if s.base == "solution" and not s.note]
+                for name, nb, _ in entries:
+                    nbformat.write(nb, tmp / f"{lab}-{name}.ipynb")
+
+                def grade(job):
+                    name, i = job
+                    out = tmp / f"{lab}-{name}-{i}.json"
+                    t = time.perf_counter()
+                    subprocess.run([sys.executable, "-m", "autograder", "grade", lab, str(tmp / f"{lab}-{name}.ipynb"),
+                                    "--json", str(out), "--student", f"bench-{i}"],
+                                   env=env, capture_output=True, timeout=900)
+                    seconds = time.perf_counter() - t
+                    try:
+                        tests = json.loads(out.read_text())["tests"]
+                        found = {t["name"]: t["score"] for t in tests if t["name"] in parts}
+                    except (OSError, ValueError, KeyError):
+                        found = {}
+                    return name, seconds, found
+
+                jobs_list = [(name, i) for name, _, _ in entries for i in range(runs)]
+                with ThreadPoolExecutor(jobs) as pool:
+                    results = list(pool.map(grade, jobs_list))
+                want = {name: scores for name, _, scores in entries}
+                wrong = [(name, found) for name, _, found in results if found != want[name]]
+                for name, found in wrong:
+                    print(f"  {lab} {name}: found {found}, the corpus says {want[name]}", file=sys.stderr)
+                per_entry = {name: {json.dumps(f, sort_keys=True) for n, _, f in results if n == name}
+                             for name in want}
+                rows.append((f"grade a {lab} corpus entry (CLI, {jobs} at a time)", [s for _, s, _ in results], "s",
+                             GRADING_TARGET_S.get(lab, DEFAULT_GRADING_TARGET_S)))
+                rows.append((f"{lab}: most distinct scores of one entry over {runs} seeds ({len(want)} entries)",
+                             [float(max(len(v) for v in per_entry.values()))], "", 1.0))
+                rows.append((f"{lab}: gradings whose score is not the corpus's, of {len(results)}",
+                             [float(len(wrong))], "", 0.0))
+        finally:
+            c.down(wipe=True)
+    return rows
+
+
 def access_times(c: Cluster, runs: int) -> list[float]:
     """What logins and rights add to each grading: a user with its ACLs, made and removed."""
     from cluster import accounts
@@ -199,7 +268,10 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=3, help="warm starts to time (default 3)")
     p.add_argument("--cold-runs", type=int, default=2, help="cold starts, each downloading the jars (default 2)")
     p.add_argument("--grading-runs", type=int, default=20, help="gradings of each lab's solution (default 20)")
-    p.add_argument("--only", choices=("cluster", "grading", "class"), help="run one part")
+    p.add_argument("--only", choices=("cluster", "grading", "corpus", "class"), help="run one part")
+    p.add_argument("--corpus-runs", type=int, default=10, help="gradings of each corpus entry, each with another "
+                                                                 "seed (default 10)")
+    p.add_argument("--corpus-jobs", type=int, default=3, help="corpus gradings at a time (default 3)")
     p.add_argument("--class-size", type=int, default=200, help="submissions in the class graded at once (default 200)")
     p.add_argument("--class-lab", default="lab1", help="the lab of that class (default lab1)")
     p.add_argument("--class-jobs", type=int, default=8, help="grade-all's jobs for it (default 8)")
@@ -214,6 +286,10 @@ def main(argv=None) -> int:
         from autograder.selftest import labs
 
         rows += bench_grading(a.grading_runs, a.labs or labs())
+    if a.only in (None, "corpus"):
+        from autograder.selftest import labs
+
+        rows += bench_corpus(a.corpus_runs, a.labs or labs(), a.corpus_jobs)
     if a.only in (None, "class"):
         rows += bench_class(a.class_size, a.class_lab, a.class_jobs)
     print_table(rows)

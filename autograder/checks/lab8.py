@@ -274,6 +274,11 @@ def tuned_producer_saves_disk(ctx: Context) -> None:
     values = ("[__import__('json').dumps(f).encode() for f in "
               f"__import__('cluster.lab', fromlist=['_']).load_flights(day={day})]")
     run_send_all(ctx, topic, values, len(flights))
+    stored = [r.value for r in read_all(ctx, short(topic))]
+    expect(stored == flights, f"the values in {topic}", expected=f"the {len(flights)} flights as given, in order",
+           found=f"{sum(a == b for a, b in zip(stored, flights))} of them in place",
+           hint="Send each value as it is (the producer compresses batches; values you change yourself are "
+                "not the flights).")
     plain, packed = log_bytes(ctx, plain_topic), log_bytes(ctx, topic)
     expect(packed <= DISK_RATIO_AT_MOST * plain,
            f"bytes on disk of the {len(flights)} flights of 2013-01-{day:02d} sent by send_all(fast_producer(), ...)",

@@ -58,6 +58,10 @@ def test_an_admin_client_outlives_its_controller(healthy):
         assert asked in settings.NODE_IDS
         healthy.stop_broker(asked)
         client.create_topics({names[1]: {"num_partitions": 1, "replication_factor": 2}})
+        # created: the controller said so; the broker list_topics asks learns of it a moment later
+        deadline = time.monotonic() + 15
+        while names[1] not in client.list_topics() and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert names[1] in client.list_topics()
     finally:
         healthy.start_broker(asked)
