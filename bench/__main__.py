@@ -14,6 +14,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from cluster import Cluster, settings
@@ -23,6 +24,17 @@ BENCH_PORT_BASE = settings.BENCH_PORT_BASE
 
 def fresh_cluster(tmp: Path, name: str) -> Cluster:
     return Cluster(settings.Settings(home=tmp / name, port_base=BENCH_PORT_BASE))
+
+
+@contextmanager
+def running_cluster(tmp: Path, name: str):
+    """A fresh bench cluster, up, and the environment that points the CLIs at it; wiped after."""
+    c = fresh_cluster(tmp, name)
+    c.up(echo=lambda *_: None)
+    try:
+        yield c, bench_env(c)
+    finally:
+        c.down(wipe=True)
 
 
 def bench_env(c: Cluster) -> dict[str, str]:
@@ -86,10 +98,7 @@ def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="course-bench-") as tmp:
         tmp = Path(tmp)
-        c = fresh_cluster(tmp, "grading")
-        c.up(echo=lambda *_: None)
-        env = bench_env(c)
-        try:
+        with running_cluster(tmp, "grading") as (c, env):
             rows.append(("make and remove a grading's Kafka user and ACLs", access_times(c, 10), "s", None))
             for lab in labs:
                 # With the sandbox (how grading runs), and without it (--no-sandbox): what the
@@ -110,8 +119,6 @@ def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
                                  20.0 if mode == "sandbox" else None))
                     rows.append((f"distinct scores of {lab} over {runs} runs ({mode})", [float(len(scores))], "",
                                  1.0))
-        finally:
-            c.down(wipe=True)
     return rows
 
 
@@ -135,9 +142,6 @@ def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
                                          if s.lab == lab and s.base == "solution" and not s.note]
     with tempfile.TemporaryDirectory(prefix="course-bench-class-") as tmp:
         tmp = Path(tmp)
-        c = fresh_cluster(tmp, "class")
-        c.up(echo=lambda *_: None)
-        env = bench_env(c)
         expected = {}
         (tmp / "submitted").mkdir()
         for i in range(size):
@@ -145,13 +149,11 @@ def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
             student = f"student-{i:03d}"
             nbformat.write(nb, tmp / "submitted" / f"{student}.ipynb")
             expected[student] = scores
-        try:
+        with running_cluster(tmp, "class") as (_, env):
             t = time.perf_counter()
             subprocess.run([sys.executable, "-m", "autograder", "grade-all", lab, str(tmp / "submitted"),
                             "--out", str(tmp / "grades"), "--jobs", str(jobs)], env=env, timeout=6 * 3600)
             minutes = (time.perf_counter() - t) / 60
-        finally:
-            c.down(wipe=True)
         with open(tmp / "grades" / "gradebook.csv") as f:
             book = {row["student"]: row for row in csv.DictReader(f)}
         wrong = sum(1 for s, want in expected.items()
@@ -185,10 +187,7 @@ def bench_corpus(runs: int, labs: list[str], jobs: int) -> list[tuple]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="course-bench-corpus-") as tmp:
         tmp = Path(tmp)
-        c = fresh_cluster(tmp, "corpus")
-        c.up(echo=lambda *_: None)
-        env = bench_env(c)
-        try:
+        with running_cluster(tmp, "corpus") as (_, env):
             for lab in labs:
                 parts = graded_parts(nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4))
                 entries = [(s.name, s.notebook(), expected_scores(s, parts)) for s in scenarios(lab)
@@ -226,8 +225,6 @@ def bench_corpus(runs: int, labs: list[str], jobs: int) -> list[tuple]:
                              [float(max(len(v) for v in per_entry.values()))], "", 1.0))
                 rows.append((f"{lab}: gradings whose score is not the corpus's, of {len(results)}",
                              [float(len(wrong))], "", 0.0))
-        finally:
-            c.down(wipe=True)
     return rows
 
 

@@ -43,3 +43,30 @@ def test_every_compaction_case_tells_each_mistake_from_the_rule():
         truth = kept(closed, active)
         for mistake in (tombstones_left_out, first_write_wins, active_compacted_too):
             assert mistake(closed, active) != truth, f"seed {seed}: {mistake.__name__} passes {closed}, {active}"
+
+
+def test_every_latency_sample_takes_any_usual_percentile_and_rejects_max_and_mean():
+    """lab8-q2: numpy's nine methods and the statistics module pass; max() as p99 and the mean
+    as p50 fail (the bench once saw max() pass a sample of 180, where the exclusive method
+    gives the maximum)."""
+    import statistics
+
+    import numpy as np
+
+    from autograder.checks.lab8 import acceptable, latency_sample
+
+    def within(value, sample, q):
+        lo, hi = acceptable(sample, q)
+        return lo - 1e-9 <= value <= hi + 1e-9
+
+    methods = ("linear", "lower", "higher", "nearest", "midpoint", "inverted_cdf", "hazen", "weibull",
+               "median_unbiased")
+    for seed in range(1000):
+        sample = latency_sample(SimpleNamespace(rng=random.Random(seed)))
+        assert not within(max(sample), sample, 99), f"seed {seed}: max() passes as p99"
+        assert not within(float(np.mean(sample)), sample, 50), f"seed {seed}: the mean passes as p50"
+        for q in (50, 99):
+            for method in methods:
+                assert within(float(np.percentile(sample, q, method=method)), sample, q), (seed, q, method)
+            for method in ("exclusive", "inclusive"):
+                assert within(statistics.quantiles(sample, n=100, method=method)[q - 1], sample, q), (seed, q, method)
