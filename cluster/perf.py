@@ -33,9 +33,9 @@ def java_producer_perf(topic: str, records: int = 200_000, record_size: int = 10
     batch_size="1048576", linger_ms="20"). Returns the tool's summary as a dict."""
     props = {**account().java(), "bootstrap.servers": bootstrap_servers(),
              **{k.replace("_", "."): str(v) for k, v in producer_props.items()}}
-    # The login goes in a file readable by you only, not on the command line (`ps` shows that).
+    # The login goes in a file readable by you only (a temporary file is made so), not on the
+    # command line (`ps` shows that).
     with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
-        os.chmod(f.name, 0o600)
         f.write("".join(f"{k}={v}\n" for k, v in props.items()))
     cmd = [java_executable(), "-Xmx384m", "-Dorg.apache.logging.log4j.level=WARN",
            "-cp", os.pathsep.join(map(str, jars.jars("kafka-tools"))),

@@ -22,6 +22,25 @@ def describe_topic(ctx: Context, name: str, hint: str = "") -> dict:
     return found[0]
 
 
+def graders_topic(ctx: Context, name: str, partitions: int, protect: bool = True, **configs: str) -> str:
+    """A new topic of the grader's own in the grading's namespace, "<name>-<seeded number>", three
+    replicas, topic settings given with _ for . (cleanup_policy="compact"); its full name once it
+    exists. protect: the student's code may only read it (ctx.protect), so it cannot change the
+    check's truth; False for a topic the student's code is to write to."""
+    topic = ctx.topic(f"{name}-{ctx.rng.randrange(10**6)}")
+    ctx.admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 3,
+                                     "configs": {k.replace("_", "."): v for k, v in configs.items()}}})
+    ctx.admin.wait_for_topics([topic])
+    if protect:
+        ctx.protect(topics=[topic])
+    return topic
+
+
+def short_name(topic: str) -> str:
+    """A full topic name without its namespace: what ctx.topic() and this module's readers take."""
+    return topic.split(".", 1)[1]
+
+
 def topic_configs(ctx: Context, name: str) -> dict[str, str]:
     from kafka.admin import ConfigResource, ConfigResourceType
 

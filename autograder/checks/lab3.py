@@ -8,7 +8,7 @@ from collections import defaultdict
 from kafka.partitioner.default import murmur2
 
 from . import CheckFailed, Context, check, expect, expect_equal
-from .kafka_state import describe_topic, end_offsets, read_all
+from .kafka_state import end_offsets, graders_topic, read_all
 
 CARRIER_TOPIC, CARRIER_PARTITIONS = "by-carrier", 6
 ROUTED_TOPIC, HOT_KEY, MAX_SHARE = "routed", b"B6", 0.30
@@ -59,9 +59,7 @@ def measured_skew(ctx: Context) -> None:
     from kafka import KafkaProducer
 
     # A topic of the grader's own, with counts the notebook cannot know: the function must ask.
-    probe = ctx.topic(f"loads-probe-{ctx.rng.randrange(10**6)}")
-    ctx.admin.create_topics({probe: {"num_partitions": 3, "replication_factor": 3}})
-    ctx.admin.wait_for_topics([probe])
+    probe = graders_topic(ctx, "loads-probe", 3, protect=False)
     want = {p: ctx.rng.randrange(1, 40) for p in range(3)}
     producer = KafkaProducer(**ctx.kafka)
     for p, n in want.items():

@@ -8,7 +8,7 @@ import time
 from kafka import KafkaProducer
 
 from . import CheckFailed, Context, check, expect, expect_equal
-from .kafka_state import committed_offsets, end_offsets
+from .kafka_state import committed_offsets, end_offsets, graders_topic, short_name
 from .scripts import start, wait
 
 TOPIC, PARTITIONS = "departures", 4
@@ -129,10 +129,9 @@ def lag_matches_the_broker(ctx: Context) -> None:
     from kafka.structs import OffsetAndMetadata
 
     # A topic and group of the grader's own, with a lag it chose.
-    name = f"lag-check-{ctx.rng.randrange(10**6)}"
-    topic, group = ctx.topic(name), ctx.group(name)
-    ctx.admin.create_topics({topic: {"num_partitions": 3, "replication_factor": 3}})
-    ctx.admin.wait_for_topics([topic])
+    topic = graders_topic(ctx, "lag-check", 3, protect=False)
+    name = short_name(topic)
+    group = ctx.group(name)
     ctx.protect(topics=[topic], groups=[group])   # the lag is the grader's: the student's code may only read it
     producer = KafkaProducer(**ctx.kafka)
     for p in range(3):

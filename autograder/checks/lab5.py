@@ -9,7 +9,7 @@ import json
 from collections import Counter
 
 from . import CheckFailed, Context, check, expect, expect_equal
-from .kafka_state import committed_offsets, end_offsets, read_all
+from .kafka_state import committed_offsets, end_offsets, graders_topic, read_all, short_name
 from .scripts import CRASHED, read_student_file, start, wait
 
 DEPARTURES = "departures"
@@ -160,9 +160,7 @@ def alert_id(value: bytes | None) -> str | None:
 def alerts_exactly_once(ctx: Context) -> str:
     """killed after a send and after a commit, the job still writes every alert exactly once"""
     add_flights_of_our_own(ctx)
-    job = f"alerts-{ctx.rng.randrange(10**6)}"
-    ctx.admin.create_topics({ctx.topic(job): {"num_partitions": 3, "replication_factor": 3}})
-    ctx.admin.wait_for_topics([ctx.topic(job)])
+    job = short_name(graders_topic(ctx, "alerts", 3, protect=False))
     late = sorted(json.loads(r.value)["id"] for r in read_all(ctx, DEPARTURES)
                   if (json.loads(r.value).get("dep_delay") or 0) >= ALERT_DELAY)
     plan = [("--crash-on-send", ctx.rng.randrange(3, 30)), ("--crash-after-commit", 1), ("clean", 0)]

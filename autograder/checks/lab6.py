@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from . import CheckFailed, Context, check, expect, expect_equal
-from .kafka_state import end_offsets, log_start_offsets, read_all
+from .kafka_state import end_offsets, graders_topic, log_start_offsets, read_all, short_name
 
 FLIGHTS_OF_THE_DAY = 842          # flights of 1 January 2013 in the dataset
 RETENTION_LESSON = {"week": 0, "append-time": FLIGHTS_OF_THE_DAY, "forever": FLIGHTS_OF_THE_DAY, "week-plus-now": 1}
@@ -18,24 +18,14 @@ SEGMENT_MS = 2000                 # the grader's compacted topics roll after 2 s
 KEYS = "ABCDEFG"
 
 
-def new_topic(ctx: Context, name: str, partitions: int, **configs: str) -> str:
-    """A topic of the grader's own in the grading's namespace, which the student's code may only read."""
-    topic = ctx.topic(f"{name}-{ctx.rng.randrange(10**6)}")
-    ctx.admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 3,
-                                     "configs": {k.replace("_", "."): v for k, v in configs.items()}}})
-    ctx.admin.wait_for_topics([topic])
-    ctx.protect(topics=[topic])
-    return topic
-
-
 @check("lab6-q1")
 def missed_by_a_slow_group(ctx: Context) -> None:
     """missed(topic, group) counts, per partition, the records deleted before the group read them"""
     from kafka import KafkaProducer, TopicPartition
     from kafka.structs import OffsetAndMetadata
 
-    topic = new_topic(ctx, "missed-check", 3)
-    name = topic.split(".", 1)[1]
+    topic = graders_topic(ctx, "missed-check", 3)
+    name = short_name(topic)
     group = ctx.group(name)
     ctx.protect(groups=[group])
     producer = KafkaProducer(**ctx.kafka)
@@ -119,7 +109,7 @@ def write_and_clean(ctx: Context, closed: list, active: list) -> list[int]:
     the cleaner has cleaned the closed part. The offsets the topic then holds."""
     from kafka import KafkaProducer
 
-    topic = new_topic(ctx, "compaction-check", 1, cleanup_policy="compact", segment_ms=str(SEGMENT_MS),
+    topic = graders_topic(ctx, "compaction-check", 1, cleanup_policy="compact", segment_ms=str(SEGMENT_MS),
                       min_cleanable_dirty_ratio="0.01")
     producer = KafkaProducer(**ctx.kafka)
     try:
@@ -134,7 +124,7 @@ def write_and_clean(ctx: Context, closed: list, active: list) -> list[int]:
             producer.send(topic, key=key.encode(), value=value.encode()).get(timeout=10)
     finally:
         producer.close()
-    name = topic.split(".", 1)[1]
+    name = short_name(topic)
     deadline = time.monotonic() + CLEANER_WAIT_S
     while True:
         records = read_all(ctx, name)
@@ -191,7 +181,7 @@ def rebuilds_the_table(ctx: Context) -> None:
     from kafka import KafkaProducer
 
     writes, table = table_case(ctx)
-    topic = new_topic(ctx, "table-check", 3, cleanup_policy="compact")
+    topic = graders_topic(ctx, "table-check", 3, cleanup_policy="compact")
     producer = KafkaProducer(**ctx.kafka)
     try:
         for key, value in writes:

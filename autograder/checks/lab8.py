@@ -18,7 +18,7 @@ import math
 import time
 
 from . import CheckFailed, Context, check, expect
-from .kafka_state import end_offsets, read_all
+from .kafka_state import end_offsets, graders_topic, read_all, short_name
 
 PERCENTILES = (50, 99)
 LATENCY_RECORDS = 40
@@ -34,29 +34,13 @@ GRADERS_PRODUCER = "_lab8_graders_producer"   # the student's producer, kept in 
 DISK_RATIO_AT_MOST = 0.5          # gzip/zstd/lz4/snappy over whole batches of flights: 0.15-0.35
 
 
-def new_topic(ctx: Context, name: str, partitions: int, protect: bool = True, **configs: str) -> str:
-    """A topic of the grader's own in the grading's namespace (read-only for the student unless
-    the student's code is to write to it)."""
-    topic = ctx.topic(f"{name}-{ctx.rng.randrange(10**6)}")
-    ctx.admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 3,
-                                     "configs": {k.replace("_", "."): v for k, v in configs.items()}}})
-    ctx.admin.wait_for_topics([topic])
-    if protect:
-        ctx.protect(topics=[topic])
-    return topic
-
-
-def short(topic: str) -> str:
-    return topic.split(".", 1)[1]
-
-
 # --- q1: latency from timestamps ----------------------------------------------------------
 @check("lab8-q1")
 def latencies_from_timestamps(ctx: Context) -> None:
     """latencies(topic, count) gives each record's age when read, from its timestamp, in ms"""
     from kafka import KafkaProducer
 
-    topic = new_topic(ctx, "latency-check", 1)
+    topic = graders_topic(ctx, "latency-check", 1)
     now_ms = int(time.time() * 1000)
     # Records stamped as created up to a minute ago, as a slow upstream system would have made them.
     stamps = [now_ms - ctx.rng.choice([ctx.rng.randrange(0, 200), ctx.rng.randrange(2_000, 60_000)])
@@ -144,7 +128,7 @@ def synchronous_baseline(ctx: Context) -> float:
     from making the producer to the last acknowledgement, as the student's is timed."""
     from kafka import KafkaProducer
 
-    topic = new_topic(ctx, "sync-baseline", 3)
+    topic = graders_topic(ctx, "sync-baseline", 3)
     start = time.monotonic()
     producer = KafkaProducer(**ctx.kafka, acks="all")
     try:
@@ -179,7 +163,7 @@ def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tupl
         # Acknowledged is not yet readable with acks=1: consumers see a record once every in-sync
         # replica has it (the high watermark), a moment later.
         deadline = time.monotonic() + VISIBLE_WAIT_S
-        while sum((ends := end_offsets(ctx, short(topic))).values()) < count and time.monotonic() < deadline:
+        while sum((ends := end_offsets(ctx, short_name(topic))).values()) < count and time.monotonic() < deadline:
             time.sleep(0.2)
     finally:
         ctx.sub.value(f"{p}.close()")
@@ -197,14 +181,14 @@ def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tupl
 def tuned_producer_is_fast_and_safe(ctx: Context) -> None:
     """send_all(fast_producer(), ...) keeps acks="all", sends every value once, much faster than a synchronous loop"""
     baseline = synchronous_baseline(ctx)
-    topic = new_topic(ctx, "throughput-check", 3, protect=False)
+    topic = graders_topic(ctx, "throughput-check", 3, protect=False)
     tag = ctx.rng.randrange(10**6)
     values = f"[b'%06d:%07d:' % ({tag}, i) + b'x' * {RECORD_BYTES - 15} for i in range({SEND_RECORDS})]"
     acks, seconds = run_send_all(ctx, topic, values, SEND_RECORDS)
     expect(acks in (-1, "all"), "fast_producer()'s acks", expected='"all" (-1)', found=acks,
            hint="Tune for speed without giving up durability: keep acks='all' (the default) and batch instead. "
                 "fast_producer() should return a kafka-python KafkaProducer.")
-    records = read_all(ctx, short(topic))
+    records = read_all(ctx, short_name(topic))
     sent = sorted(r.value for r in records)
     want = sorted(b"%06d:%07d:" % (tag, i) + b"x" * (RECORD_BYTES - 15) for i in range(SEND_RECORDS))
     expect(sent == want, f"the values in {topic}",
@@ -217,8 +201,8 @@ def tuned_producer_is_fast_and_safe(ctx: Context) -> None:
                hint="Records of one partition keep the order they were sent in: send them in the order given.")
     speed = SEND_RECORDS / seconds
     expect(speed >= SPEEDUP_AT_LEAST * baseline,
-           f"send_all(fast_producer(), ...)'s rate vs the grader's synchronous loop measured just before "
-           f"(both from making the producer to the last acknowledgement)",
+           "send_all(fast_producer(), ...)'s rate vs the grader's synchronous loop measured just before "
+           "(both from making the producer to the last acknowledgement)",
            expected=f"at least {SPEEDUP_AT_LEAST}x {baseline:,.0f} = {SPEEDUP_AT_LEAST * baseline:,.0f} records/s",
            found=f"{speed:,.0f} records/s ({speed / baseline:.1f}x)",
            hint="Do not wait for each record (no .get() per send): send them all, then flush() once, and let "
@@ -269,7 +253,7 @@ def tuned_producer_saves_disk(ctx: Context) -> None:
 
     day = ctx.rng.randrange(1, 32)
     flights = [json.dumps(f).encode() for f in load_flights(day=day)]
-    plain_topic = new_topic(ctx, "plain-flights", 1)
+    plain_topic = graders_topic(ctx, "plain-flights", 1)
     producer = KafkaProducer(**ctx.kafka, acks="all", linger_ms=100, batch_size=256 * 1024)
     try:
         for value in flights:
@@ -277,11 +261,11 @@ def tuned_producer_saves_disk(ctx: Context) -> None:
         producer.flush()
     finally:
         producer.close()
-    topic = new_topic(ctx, "packed-flights", 1, protect=False)
+    topic = graders_topic(ctx, "packed-flights", 1, protect=False)
     values = ("[__import__('json').dumps(f).encode() for f in "
               f"__import__('cluster.lab', fromlist=['_']).load_flights(day={day})]")
     run_send_all(ctx, topic, values, len(flights))
-    stored = [r.value for r in read_all(ctx, short(topic))]
+    stored = [r.value for r in read_all(ctx, short_name(topic))]
     expect(stored == flights, f"the values in {topic}", expected=f"the {len(flights)} flights as given, in order",
            found=f"{sum(a == b for a, b in zip(stored, flights))} of them in place",
            hint="Send each value as it is (the producer compresses batches; values you change yourself are "
