@@ -47,7 +47,7 @@ bench: jars
 
 # labs/ is generated from solutions/ by nbgrader; never edit labs/ by hand.
 release: $(STAMP)
-	@for lab in $$(ls solutions); do \
+	@for lab in $$($(PY) -c "from autograder.pipeline import course_labs; print(*course_labs())"); do \
 	  $(VENV)/bin/nbgrader generate_assignment $$lab --force --no-db --log-level=WARN || exit 1; done
 
 # What students get: labs, cluster and self-checks, without solutions/ or the grading corpus.

@@ -48,6 +48,8 @@ def cmd_student_kit(a) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m autograder", description="Grade notebooks against the live cluster.")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="log each step with its time (-vv: everything, Kafka clients included)")
     sub = p.add_subparsers(dest="command", required=True)
     g = sub.add_parser("grade", help="grade one submission; writes Gradescope's results.json")
     g.add_argument("lab", help="the lab, e.g. lab1")
@@ -93,6 +95,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     a = parser().parse_args(argv)
+    from cluster import logs
+
+    logs.configure(a.verbose)
     return a.func(a)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from pathlib import Path
 from .kernel import TOTAL_TIMEOUT_S
 from .results import visible_scores
 
+logger = logging.getLogger(__name__)
 EXIT_INFRASTRUCTURE = 2
 GRADING_DEADLINE_S = TOTAL_TIMEOUT_S + 120    # the notebook's own limit, and the grader's steps around it
 
@@ -83,7 +85,8 @@ def wait_for_cluster(timeout_s: float = 180) -> str:
 def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
     results = out / sub.student / "results.json"
     results.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "autograder", "grade", lab, str(sub.notebook), "--json", str(results),
+    # -v: each step's time in the student's grading.log, for staff
+    cmd = [sys.executable, "-m", "autograder", "-v", "grade", lab, str(sub.notebook), "--json", str(results),
            "--student", sub.student]
     log = out / sub.student / "grading.log"
     log.write_text("")
@@ -104,6 +107,8 @@ def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
             problem = (f"infrastructure: {last}" if proc.returncode == EXIT_INFRASTRUCTURE
                        else f"the grader failed (exit {proc.returncode}): {last}")
         if attempt <= retries:
+            logger.warning("%s: not graded on attempt %d (%s); trying again once the cluster works",
+                           sub.student, attempt, problem)
             broken = wait_for_cluster()
             if broken:
                 problem += f"; the cluster did not come back: {broken}"
@@ -154,11 +159,11 @@ def grade_all(lab: str, folder: Path, out: Path, jobs: int = 4, regrade: bool = 
     import nbformat
     from tqdm import tqdm
 
-    from .pipeline import SOLUTIONS, graded_parts
+    from .pipeline import SOLUTIONS, course_labs, graded_parts
 
     source = SOLUTIONS / lab / f"{lab}.ipynb"
-    if not source.exists():
-        raise SystemExit(f"no lab named {lab!r} (the labs are the folders of {SOLUTIONS})")
+    if lab not in course_labs():
+        raise SystemExit(f"no lab named {lab!r}; the labs are {', '.join(course_labs())}")
     if not folder.is_dir():
         raise SystemExit(f"{folder} is not a folder of submissions")
     parts = graded_parts(nbformat.read(source, as_version=4))

@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
@@ -97,6 +97,19 @@ class RunLog:
     interrupted: set[int] = field(default_factory=set)    # cells the watchdog interrupted
 
 
+@contextmanager
+def errors_on_exit_ignored(cm):
+    """Enter `cm`; an error of its clean-up is not the grading's (the kernel is killed anyway)."""
+    entered = False
+    try:
+        with cm as value:
+            entered = True
+            yield value
+    except Exception:
+        if not entered:   # it did not even start: that is the grading's business
+            raise
+
+
 class KernelSession:
     def __init__(self, nb, sandbox: Sandbox, env: dict[str, str], cell_timeout: float = CELL_TIMEOUT_S,
                  total_timeout: float = TOTAL_TIMEOUT_S):
@@ -115,43 +128,36 @@ class KernelSession:
         self.client.truncated, self.client.spent = set(), {}
         self.log = RunLog()
         self.jail = Jail(None)
-        self._ctx = None
+        self._stack = ExitStack()
         self._paused = False
 
     # --- lifetime ------------------------------------------------------------------------
     def __enter__(self) -> "KernelSession":
+        self._stack = ExitStack()
         # The kernel's own stdout and stderr (ZMQ and gRPC chatter) are not the student's output;
         # they go to a log, shown to staff if the kernel cannot start.
         self.stderr_log = self.workdir / ".kernel-stderr.log"
         with open(self.stderr_log, "wb") as err:
-            self._ctx = self.client.setup_kernel(env=self.env, stdout=err, stderr=err)
             try:
-                self._ctx.__enter__()
+                # nbclient's own clean-up of channels and files, on the way out
+                self._stack.enter_context(errors_on_exit_ignored(
+                    self.client.setup_kernel(env=self.env, stdout=err, stderr=err)))
             except RuntimeError as e:
                 tail = self.stderr_log.read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"the grading kernel did not start ({e}); its stderr ends with:\n{tail}") from None
         proc = getattr(getattr(self.client.km, "provisioner", None), "process", None)
         self.jail = Jail(getattr(proc, "pid", None))
+        # Runs first: a frozen or runaway kernel would only delay a polite shutdown.
+        self._stack.callback(lambda: self.jail.kill())
         return self
 
     def __exit__(self, *exc) -> None:
-        self.jail.kill()   # first: a frozen or runaway kernel would only delay a polite shutdown
-        try:
-            self._ctx.__exit__(None, None, None)  # nbclient's own clean-up of channels and files
-        except Exception:
-            pass
+        self._stack.close()
 
     def alive(self) -> bool:
         return self.jail.alive() and self.log.dead_at is None and self.log.killed_at is None
 
     # --- running ---------------------------------------------------------------------------
-    def run_silently(self, code: str, timeout: float = 60) -> None:
-        """Run set-up code before the notebook; raise if it fails."""
-        msg_id = self.client.kc.execute(code, silent=True, store_history=False)
-        reply = self._reply(msg_id, timeout)
-        if reply is None or reply["content"]["status"] != "ok":
-            raise RuntimeError(f"kernel set-up failed: {reply and reply['content'].get('evalue')}")
-
     def _reply(self, msg_id: str, timeout: float) -> dict | None:
         """The shell reply to msg_id, or None after `timeout` seconds."""
         get = run_sync(self.client.kc.get_shell_msg)

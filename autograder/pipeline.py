@@ -15,6 +15,7 @@ import copy
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -29,8 +30,8 @@ import nbformat
 
 from cluster import accounts
 from cluster.accounts import Account
-from cluster.connect import admin_connection, anything_listens, bootstrap_servers
-from cluster.settings import ROOT
+from cluster.connect import admin_client, admin_connection, anything_listens, bootstrap_servers, in_namespace
+from cluster.settings import ROOT, env
 
 from .checks import CheckFailed, Context, checks_for, checks_module, run_cleanups
 from .cluster_watch import ClusterWatch
@@ -38,6 +39,7 @@ from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
 from .results import CheckResult, GradingResult
 from .sandbox import NOT_GUARANTEED, Cgroups, Limits, Sandbox, available
 
+log = logging.getLogger(__name__)
 SOLUTIONS, RELEASE = ROOT / "solutions", ROOT / "labs"
 CLUSTER_TIMEOUT_S = 15
 # The course's grading secret: the seeds of the checks' random inputs derive from it, so they
@@ -54,9 +56,15 @@ class StudentError(Exception):
     """The submission cannot be run at all (e.g. not a notebook); graded as zero, with why."""
 
 
+def course_labs() -> list[str]:
+    """The course's labs, in order: every solutions/<lab>/<lab>.ipynb (the one list of them)."""
+    return sorted((p.name for p in SOLUTIONS.iterdir() if (p / f"{p.name}.ipynb").exists()),
+                  key=lambda name: (len(name), name))   # lab10 after lab9
+
+
 def grading_secret() -> bytes:
-    if os.environ.get("COURSE_GRADING_SECRET"):
-        return os.environ["COURSE_GRADING_SECRET"].encode()
+    if env("COURSE_GRADING_SECRET"):
+        return env("COURSE_GRADING_SECRET").encode()
     if not SECRET_FILE.exists():
         fd = os.open(SECRET_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -108,8 +116,7 @@ def test_label(cell) -> str | None:
 def find_lab(job: Job) -> None:
     path = SOLUTIONS / job.lab / f"{job.lab}.ipynb"
     if not path.exists():
-        known = sorted(p.name for p in SOLUTIONS.iterdir() if (p / f"{p.name}.ipynb").exists())
-        raise InfrastructureError(f"unknown lab {job.lab!r}; the labs are {', '.join(known)}")
+        raise InfrastructureError(f"unknown lab {job.lab!r}; the labs are {', '.join(course_labs())}")
     job.source = nbformat.read(path, as_version=4)
     job.parts = graded_parts(job.source)
     checks = checks_for(job.lab)
@@ -130,8 +137,6 @@ def check_sandbox(job: Job) -> None:
 
 
 def check_cluster(job: Job) -> None:
-    from kafka import KafkaAdminClient
-
     try:
         job.bootstrap, job.admin = bootstrap_servers(), admin_connection()
     except ValueError as e:
@@ -140,7 +145,7 @@ def check_cluster(job: Job) -> None:
         raise InfrastructureError(f"the Kafka cluster at {job.admin['bootstrap_servers']} does not answer (nothing "
                                   "listens there). Start it with `python -m cluster up`.")
     try:
-        admin = KafkaAdminClient(**job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000, client_id="grader")
+        admin = admin_client("grader", job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000)
         try:
             brokers = [b for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")]
         finally:
@@ -244,12 +249,10 @@ def make_namespace(job: Job) -> None:
     """A namespace of the grading's own and a Kafka user for it that the brokers allow that
     namespace and nothing else: what the student's code may do on the cluster is the brokers'
     decision, whatever client or process it uses."""
-    from kafka import KafkaAdminClient
-
     job.namespace = f"grade-{job.lab}-{secrets.token_hex(4)}"
     job.result.namespace = job.namespace
     account = Account(job.namespace, accounts.new_password())
-    admin = KafkaAdminClient(**job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000, client_id="grader")
+    admin = admin_client("grader", job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000)
     try:
         accounts.grant(admin, account, job.namespace)
     finally:
@@ -340,6 +343,7 @@ def run_notebook_and_checks(job: Job) -> None:
         finally:
             ctx.close()
         res.seconds = time.monotonic() - start
+        log.info("%s: %s in %.2f s", label, "passed" if res.passed else "failed", res.seconds)
 
     try:
         with KernelSession(job.submission, sandbox, env, job.cell_timeout, job.total_timeout) as session:
@@ -377,18 +381,15 @@ def clean_up(job: Job) -> None:
             job.result.notes.append(f"(the grading's own cluster did not stop cleanly: {type(e).__name__}: {e})")
         shutil.rmtree(home, ignore_errors=True)
     if job.namespace and job.admin:
-        from kafka import KafkaAdminClient
-
         try:
-            admin = KafkaAdminClient(**job.admin, request_timeout_ms=10_000, client_id="grader")
+            admin = admin_client("grader", job.admin, request_timeout_ms=10_000)
             if job.account:
                 accounts.revoke(admin, job.account.username)
-            prefix = job.namespace + "."
-            topics = [t for t in admin.list_topics() if t.startswith(prefix)]
+            topics = [t for t in admin.list_topics() if in_namespace(job.namespace, t)]
             if topics:
                 admin.delete_topics(topics)
             groups = [g[0] if isinstance(g, tuple) else getattr(g, "group_id", g) for g in admin.list_groups()]
-            mine = [g for g in groups if str(g).startswith(prefix)]
+            mine = [g for g in groups if in_namespace(job.namespace, str(g))]
             if mine:
                 admin.delete_groups(mine)
             admin.close()
@@ -418,7 +419,9 @@ def grade(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = N
     start = time.monotonic()
     try:
         for step in STEPS:
+            began = time.monotonic()
             step(job)
+            log.info("%s %s: %s took %.2f s", lab, path.name, step.__name__, time.monotonic() - began)
     except InfrastructureError as e:
         job.result.infrastructure_error = str(e)
     except StudentError as e:

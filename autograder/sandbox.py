@@ -39,7 +39,7 @@ from pathlib import Path
 
 import psutil
 
-from cluster.settings import ROOT, jars_cache
+from cluster.settings import ROOT, env, jars_cache
 
 SANDBOX_UID = 65534           # "nobody" inside the sandbox
 FREEZE_DEADLINE_S = 5         # to stop every process of a sandbox before a check
@@ -167,7 +167,7 @@ def _python_binds() -> list[str]:
     cache_dir = jars_cache()          # Spark's connector jars
     if cache_dir.exists():
         paths.add(cache_dir)
-    java_home = os.environ.get("JAVA_HOME")
+    java_home = env("JAVA_HOME")
     if java_home and Path(java_home).exists():
         paths.add(Path(java_home).resolve())
     args = []

@@ -29,7 +29,7 @@ import psutil
 from cluster.settings import ROOT
 
 from .corpus import Scenario, scenarios
-from .pipeline import RELEASE, SOLUTIONS, grading_secret, graded_parts
+from .pipeline import RELEASE, SOLUTIONS, course_labs, grading_secret, graded_parts
 from .results import visible_scores
 
 # What attacks try to change: the course's own folders, and files outside any grading folder.
@@ -65,7 +65,7 @@ class Outcome:
 
 
 def labs() -> list[str]:
-    return sorted(p.name for p in SOLUTIONS.iterdir() if (p / f"{p.name}.ipynb").exists())
+    return course_labs()
 
 
 def cases(selected: list[str], workdir: Path) -> list[Case]:
@@ -133,14 +133,13 @@ def after_grading(data: dict) -> list[str]:
 
 def kafka_access_left(user: str) -> list[str]:
     """What the cluster still knows of a grading's user: its password, its ACLs."""
-    from kafka import KafkaAdminClient
     from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
                              ResourcePatternFilter, ResourceType)
 
     from cluster import accounts
-    from cluster.connect import admin_connection
+    from cluster.connect import admin_client
 
-    admin = KafkaAdminClient(**admin_connection(), client_id="selftest")
+    admin = admin_client("selftest")
     try:
         deadline = time.monotonic() + 10   # the brokers learn of a deletion a moment after the controller
         while user in accounts.users(admin) and time.monotonic() < deadline:
@@ -214,12 +213,11 @@ def course_digest() -> str:
 
 def broker_settings() -> dict:
     """Every broker's configuration, as the cluster reports it."""
-    from kafka import KafkaAdminClient
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    from cluster.connect import admin_connection
+    from cluster.connect import admin_client
 
-    admin = KafkaAdminClient(**admin_connection(), client_id="selftest")
+    admin = admin_client("selftest")
     try:
         brokers = sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"])
         found = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b)) for b in brokers])

@@ -29,12 +29,30 @@ def fresh_cluster(tmp: Path, name: str) -> Cluster:
 @contextmanager
 def running_cluster(tmp: Path, name: str):
     """A fresh bench cluster, up, and the environment that points the CLIs at it; wiped after."""
-    c = fresh_cluster(tmp, name)
-    c.up(echo=lambda *_: None)
-    try:
+    with removed_after(fresh_cluster(tmp, name)) as c:
+        c.up(echo=lambda *_: None)
         yield c, bench_env(c)
+
+
+@contextmanager
+def removed_after(c: Cluster):
+    """The cluster, stopped and its folder wiped however the block ends (no JVM left behind)."""
+    try:
+        yield c
     finally:
         c.down(wipe=True)
+
+
+@contextmanager
+def environment_restored(name: str):
+    saved = os.environ.get(name)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
 
 
 def bench_env(c: Cluster) -> dict[str, str]:
@@ -56,29 +74,23 @@ def bench_cluster(runs: int, cold_runs: int) -> list[tuple]:
         tmp = Path(tmp)
         # Cold: an empty jar cache, so the jars come from Maven Central, and a new data folder.
         cold = []
-        saved = os.environ.get("COURSE_JARS_CACHE")
-        for i in range(cold_runs):
-            os.environ["COURSE_JARS_CACHE"] = str(tmp / f"jars-{i}")
-            c = fresh_cluster(tmp, f"cold-{i}")
-            cold.append(timed_up(c))
-            c.down(wipe=True)
-        if saved is None:
-            os.environ.pop("COURSE_JARS_CACHE", None)
-        else:
-            os.environ["COURSE_JARS_CACHE"] = saved
+        with environment_restored("COURSE_JARS_CACHE"):
+            for i in range(cold_runs):
+                os.environ["COURSE_JARS_CACHE"] = str(tmp / f"jars-{i}")
+                with removed_after(fresh_cluster(tmp, f"cold-{i}")) as c:
+                    cold.append(timed_up(c))
 
         # Warm: cached jars and an existing data folder, as on a student's second day.
-        c = fresh_cluster(tmp, "warm")
-        first = timed_up(c)
-        c.down()
-        warm, rss, stop = [], [], []
-        for _ in range(runs):
-            warm.append(timed_up(c))
-            rss.append(sum(n.rss_bytes() for n in c.nodes.values()) / 2**20)
-            t = time.perf_counter()
+        with removed_after(fresh_cluster(tmp, "warm")) as c:
+            first = timed_up(c)
             c.down()
-            stop.append(time.perf_counter() - t)
-        c.down(wipe=True)
+            warm, rss, stop = [], [], []
+            for _ in range(runs):
+                warm.append(timed_up(c))
+                rss.append(sum(n.rss_bytes() for n in c.nodes.values()) / 2**20)
+                t = time.perf_counter()
+                c.down()
+                stop.append(time.perf_counter() - t)
     rows.append(("cold start to ready (empty jar cache)", cold, "s", None))
     rows.append(("first start to ready (cached jars, new data)", [first], "s", None))
     rows.append(("warm start to ready", warm, "s", 15.0))

@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from . import accounts, jars, settings
+from . import accounts, jars, logs, settings
 from .errors import ClusterError
 from .kafka import STATUS_HEADER, Cluster
 
@@ -85,12 +84,10 @@ def cmd_jars(c: Cluster, a) -> None:
 def _admin():
     """The course's admin on the cluster the environment names (the local one by default;
     KAFKA_ADMIN_PASSWORD and KAFKA_ADMIN_BOOTSTRAP_SERVERS for a hosted or compose one)."""
-    from kafka import KafkaAdminClient
-
-    from .connect import admin_connection
+    from .connect import admin_client
 
     try:
-        return KafkaAdminClient(**admin_connection(), client_id="course-cli", request_timeout_ms=15_000)
+        return admin_client("course-cli", request_timeout_ms=15_000)
     except ValueError as e:
         raise ClusterError(str(e)) from None
 
@@ -108,7 +105,7 @@ def cmd_add_user(c: Cluster, a) -> None:
     """A user whose namespace is its name, with the course's ACLs and quotas. The password is
     KAFKA_PASSWORD if set (compose's set-up), else a new one, printed once for the hub."""
     ns = a.name
-    given = os.environ.get("KAFKA_PASSWORD")
+    given = settings.env("KAFKA_PASSWORD")
     account = accounts.Account(ns, given or accounts.new_password())
     admin = _admin()
     try:
@@ -132,6 +129,8 @@ def cmd_remove_user(c: Cluster, a) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m cluster", description="The course's local three-broker Kafka cluster.")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="log each step (nodes started, waits, users) with its time; -vv: everything")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("up", help="start the cluster; returns when it works").set_defaults(func=cmd_up)
     d = sub.add_parser("down", help="stop the cluster (keeps its data)")
@@ -173,6 +172,7 @@ def _user_name(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    logs.configure(args.verbose)
     try:
         args.func(Cluster(), args)
     except ClusterError as e:

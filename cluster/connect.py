@@ -22,10 +22,10 @@ when it is graded and on a hosted hub.
 from __future__ import annotations
 
 import getpass
-import os
 import re
 
 from .accounts import PLAIN, Account, Secrets
+from . import settings
 from .settings import Settings
 
 MODES = ("local", "compose", "hosted")
@@ -33,7 +33,7 @@ COMPOSE_BOOTSTRAP = "kafka-1:19092,kafka-2:19092,kafka-3:19092"
 
 
 def mode() -> str:
-    m = os.environ.get("COURSE_MODE", "local")
+    m = settings.env("COURSE_MODE")
     if m not in MODES:
         raise ValueError(f"COURSE_MODE={m!r}; it must be one of {', '.join(MODES)}")
     return m
@@ -41,7 +41,7 @@ def mode() -> str:
 
 def bootstrap_servers() -> str:
     """The bootstrap servers for this mode, as "host:port,host:port,..."."""
-    explicit = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    explicit = settings.env("KAFKA_BOOTSTRAP_SERVERS")
     if explicit:
         return explicit
     m = mode()
@@ -70,32 +70,42 @@ def anything_listens(servers: str, timeout_s: float = 2.0) -> bool:
 def namespace() -> str:
     """The prefix of your topic and group names: LAB_NAMESPACE, else your user name, made
     safe for Kafka names (letters, digits, '-')."""
-    raw = os.environ.get("LAB_NAMESPACE") or getpass.getuser()
+    raw = settings.env("LAB_NAMESPACE") or getpass.getuser()
     ns = re.sub(r"[^a-z0-9-]+", "-", raw.lower()).strip("-")
     if not ns:
         raise ValueError(f"namespace {raw!r} has no usable characters; set LAB_NAMESPACE")
     return ns[:100]
 
 
+def qualify(ns: str, name: str) -> str:
+    """`name` inside namespace `ns`: "<ns>.<name>" (a topic, a group, a transactional id). The
+    brokers' ACLs give each user the names with its namespace's prefix, qualify(ns, "")."""
+    return f"{ns}.{name}"
+
+
+def in_namespace(ns: str, name: str) -> bool:
+    return name.startswith(qualify(ns, ""))
+
+
 def topic_name(name: str) -> str:
     """Your topic called `name`: "<namespace>.<name>"."""
-    return f"{namespace()}.{name}"
+    return qualify(namespace(), name)
 
 
 def group_name(name: str) -> str:
     """Your consumer group called `name`: "<namespace>.<name>"."""
-    return f"{namespace()}.{name}"
+    return qualify(namespace(), name)
 
 
 def transactional_id(name: str) -> str:
     """Your transactional producer called `name`: "<namespace>.<name>"."""
-    return f"{namespace()}.{name}"
+    return qualify(namespace(), name)
 
 
 def account() -> Account:
     """Your login: KAFKA_USERNAME/KAFKA_PASSWORD if set (a hub, a grading run), else, on a
     local cluster, your namespace's user, made on first use."""
-    user, password = os.environ.get("KAFKA_USERNAME"), os.environ.get("KAFKA_PASSWORD")
+    user, password = settings.env("KAFKA_USERNAME"), settings.env("KAFKA_PASSWORD")
     if user and password:
         return Account(user, password)
     if mode() != "local":
@@ -134,9 +144,9 @@ def admin_connection() -> dict:
     """The course's own login (a super user), for the cluster's tools and the grader's checks.
     KAFKA_ADMIN_BOOTSTRAP_SERVERS and KAFKA_ADMIN_PASSWORD name another cluster's; otherwise the
     local cluster's INTERNAL listeners and its secrets file."""
-    password = os.environ.get("KAFKA_ADMIN_PASSWORD")
+    password = settings.env("KAFKA_ADMIN_PASSWORD")
     if password:
-        servers = os.environ.get("KAFKA_ADMIN_BOOTSTRAP_SERVERS") or (
+        servers = settings.env("KAFKA_ADMIN_BOOTSTRAP_SERVERS") or (
             COMPOSE_BOOTSTRAP if mode() == "compose" else bootstrap_servers())
         return {"bootstrap_servers": servers, **Account("admin", password, PLAIN).kafka_python()}
     cfg = Settings.from_env()
@@ -145,3 +155,12 @@ def admin_connection() -> dict:
         raise ValueError(f"No local cluster has been set up in {cfg.home} (its secrets file is missing) and "
                          "KAFKA_ADMIN_PASSWORD is not set. Start the cluster with `python -m cluster up`.")
     return {"bootstrap_servers": cfg.internal_bootstrap_servers, **secrets.admin().kafka_python()}
+
+
+def admin_client(client_id: str, connection: dict | None = None, **overrides):
+    """A KafkaAdminClient logged in with `connection` (default: the course's admin, see
+    admin_connection()); `overrides` are kafka-python's settings (e.g. request_timeout_ms)."""
+    from kafka import KafkaAdminClient
+
+    return KafkaAdminClient(**(admin_connection() if connection is None else connection),
+                            **{"client_id": client_id, **overrides})

@@ -51,7 +51,7 @@ def jars(name: str) -> list[Path]:
 
 def kafka_classpath() -> list[Path]:
     """The broker's classpath: $KAFKA_HOME/libs when KAFKA_HOME is set, else the bundle."""
-    home = os.environ.get("KAFKA_HOME")
+    home = settings.env("KAFKA_HOME")
     if home:
         libs = sorted((Path(home) / "libs").glob("*.jar"))
         if not libs:
@@ -99,11 +99,6 @@ def policy_jar() -> Path:
 def broker_classpath() -> list[Path]:
     """What a broker runs with: Kafka and the course's topic policy."""
     return [*kafka_classpath(), policy_jar()]
-
-
-def spark_kafka_jars() -> list[Path]:
-    """The Spark Kafka connector and what it needs beyond Spark itself."""
-    return jars("spark-kafka")
 
 
 def locked() -> dict[str, dict[str, dict[str, str]]]:

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from functools import cache
 
+from . import settings
 from .errors import ClusterError
 
 MIN_JAVA = 17
@@ -19,7 +20,7 @@ INSTALL_HINT = ("Install a JDK 17 or newer (a JDK, not only a runtime: for examp
 @cache
 def java_executable() -> str:
     """Path of a `java` of version 17 or newer; a ClusterError says what to install if not."""
-    home = os.environ.get("JAVA_HOME")
+    home = settings.env("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
     if not java or not os.path.exists(java):
         where = f"JAVA_HOME={home} has no bin/java" if home else "no `java` on the PATH"

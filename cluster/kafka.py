@@ -31,6 +31,7 @@ from .accounts import Account, Secrets
 from .errors import ClusterError
 from .process import Node
 
+log = logging.getLogger(__name__)
 READY_TOPIC = "course-ready-check"
 PROBE_USER = "course-probe"   # a SCRAM user of the course's own: can students log in?
 POLL_S = 0.25  # how often a bounded wait looks again
@@ -51,7 +52,6 @@ class NodeStatus:
     active_controller: bool | None = None
     leaders: int | None = None      # partition leaders this broker holds
     rss_mb: float = 0.0
-    in_metadata: bool | None = None  # listed by the cluster as a live broker
 
     def row(self) -> list[str]:
         role = {True: "active", False: "follower", None: "-"}[self.active_controller]
@@ -140,9 +140,12 @@ class Cluster:
         self._format(unformatted, java_bin, classpath, cluster_id)
         echo(f"Starting node{'s' if len(to_start) > 1 else ''} "
              f"{', '.join(str(n.id) for n in to_start)} (Kafka {S.kafka_version()}) in {self.cfg.home}")
+        began = time.monotonic()
         for node in to_start:
             node.start(java_bin, classpath)
+            log.info("node %d started (pid %s), ports %s", node.id, node.pid, self.cfg.ports(node.id))
         self.wait_ready(timeout, started=to_start)
+        log.info("cluster in %s ready (it works) after %.1f s", self.cfg.home, time.monotonic() - began)
         self.set_up_access()
         return self.bootstrap_servers
 
@@ -334,7 +337,6 @@ class Cluster:
                 return
             try:
                 leader = admin.describe_metadata_quorum().get("topics", [{}])[0]["partitions"][0]["leader_id"]
-                live = live_brokers(admin)
                 counts = dict.fromkeys(S.NODE_IDS, 0)
                 for t in admin.describe_topics():
                     for p in t.get("partitions", []):
@@ -342,7 +344,6 @@ class Cluster:
                             counts[p["leader_id"]] += 1
                 for r in rows:
                     r.active_controller = r.id == leader
-                    r.in_metadata = r.id in live
                     r.leaders = counts[r.id]
             except Exception:
                 pass

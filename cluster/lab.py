@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from . import settings
-from .connect import (anything_listens, bootstrap_servers, connection, group_name, namespace, topic_name,
-                      transactional_id)
+from .connect import (admin_client, anything_listens, bootstrap_servers, connection, group_name, in_namespace,
+                      namespace, topic_name, transactional_id)
 
 FLIGHTS_FILE = settings.ROOT / "datasets" / "flights-2013-01.csv.gz"
 INT_COLUMNS = ("year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time",
@@ -184,13 +184,10 @@ class Lab:
 
     @cached_property
     def admin(self):
-        from kafka import KafkaAdminClient
-
-        return KafkaAdminClient(**self.connection, client_id=f"{self.namespace}-admin")
+        return admin_client(f"{self.namespace}-admin", self.connection)
 
     def my_topics(self) -> list[str]:
-        prefix = self.namespace + "."
-        return sorted(t for t in self.admin.list_topics() if t.startswith(prefix))
+        return sorted(t for t in self.admin.list_topics() if in_namespace(self.namespace, t))
 
     def delete_my_topics(self, timeout_s: float = 30) -> list[str]:
         """Delete every topic in your namespace and wait until they are gone, so a notebook

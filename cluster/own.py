@@ -41,7 +41,7 @@ LOCKS = Path(tempfile.gettempdir()) / "kafka-course-own-ports"
 
 def own_home() -> Path:
     """Where a student's own cluster lives (COURSE_OWN_CLUSTER_HOME overrides)."""
-    return Path(os.environ.get("COURSE_OWN_CLUSTER_HOME", S.ROOT / ".own-cluster")).resolve()
+    return Path(S.env("COURSE_OWN_CLUSTER_HOME")).resolve()
 
 
 def _lock_free_port_base() -> tuple[int, int]:
@@ -195,7 +195,7 @@ def running(home: Path | None = None):
 
 def attached() -> OwnCluster | None:
     """The grader's cluster, when the grader said where it is (COURSE_OWN_CLUSTER)."""
-    raw = os.environ.get(ENV)
+    raw = S.env(ENV)
     if not raw:
         return None
     where = json.loads(raw)

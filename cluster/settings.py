@@ -159,6 +159,40 @@ STOP_TIMEOUT_S = 30
 BROKER_REJOIN_TIMEOUT_S = 90
 
 
+# Every environment variable the kit reads, with its default (None: unset) and why it exists.
+# Code reads them through env() only (tests/cluster/test_settings.py checks), so this table is
+# the whole list of what can be configured from outside.
+ENVIRONMENT: dict[str, tuple[str | None, str]] = {
+    # where the cluster is and who you are on it
+    "COURSE_MODE": ("local", "local (JVMs of `python -m cluster`), compose (docker compose) or hosted (a hub)"),
+    "KAFKA_BOOTSTRAP_SERVERS": (None, "the brokers, instead of the mode's own (a hub, a grading run)"),
+    "LAB_NAMESPACE": (None, "the prefix of one's topics and groups; unset: one's login name"),
+    "KAFKA_USERNAME": (None, "one's Kafka login (a hub, a grading run); unset: made on first use locally"),
+    "KAFKA_PASSWORD": (None, "its password; also `python -m cluster add-user`'s, when compose sets one"),
+    "KAFKA_ADMIN_PASSWORD": (None, "the course admin's password on a cluster that is not this checkout's"),
+    "KAFKA_ADMIN_BOOTSTRAP_SERVERS": (None, "where that admin logs in; unset: the mode's brokers"),
+    # the local cluster
+    "COURSE_CLUSTER_HOME": (str(ROOT / ".cluster"), "the local cluster's folder (data, logs, secrets)"),
+    "COURSE_PORT_BASE": (str(DEFAULT_PORT_BASE), "its first port: one cluster per user on a shared host"),
+    "COURSE_BROKER_HEAP": (BROKER_HEAP, "each broker's heap; smaller for a small laptop"),
+    "COURSE_OWN_CLUSTER_HOME": (str(ROOT / ".own-cluster"), "lab 7's clusters of one's own, to break"),
+    "COURSE_OWN_CLUSTER": (None, "set by the grader: the own cluster a grading's code must use (JSON)"),
+    "KAFKA_HOME": (None, "a Kafka installation whose libs/ replace the pinned jars"),
+    "JAVA_HOME": (None, "the JDK (17+) to run; unset: `java` on the PATH"),
+    "COURSE_JARS_CACHE": (None, "where downloaded jars are kept; unset: $XDG_CACHE_HOME/kafka-course"),
+    "XDG_CACHE_HOME": (str(Path.home() / ".cache"), "the user's cache folder (freedesktop's convention)"),
+    # Spark and grading
+    "SPARK_MASTER": ("local[2]", "where Spark jobs run: two local threads, or spark://host:7077"),
+    "COURSE_GRADING_SECRET": (None, "the seeds' secret (e.g. on Gradescope); unset: the file .grading-secret"),
+}
+
+
+def env(name: str) -> str | None:
+    """The value of one of ENVIRONMENT's variables (set but empty counts as unset), else its default."""
+    default, _ = ENVIRONMENT[name]
+    return os.environ.get(name) or default
+
+
 @cache
 def pins() -> dict:
     """The [tool.course] table of pyproject.toml: Maven coordinates and image tags."""
@@ -185,8 +219,7 @@ def kafka_version() -> str:
 
 def jars_cache() -> Path:
     """Where jars are cached: shared by every checkout of the kit on this machine."""
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kafka-course"
-    return Path(os.environ.get("COURSE_JARS_CACHE", default))
+    return Path(env("COURSE_JARS_CACHE") or Path(env("XDG_CACHE_HOME")) / "kafka-course")
 
 
 @dataclass(frozen=True)
@@ -204,10 +237,8 @@ class Settings:
     def from_env(cls) -> "Settings":
         """COURSE_CLUSTER_HOME and COURSE_PORT_BASE override the defaults (one cluster per
         user on a shared host: give each user their own port base)."""
-        home = Path(os.environ.get("COURSE_CLUSTER_HOME", ROOT / ".cluster"))
-        base = int(os.environ.get("COURSE_PORT_BASE", DEFAULT_PORT_BASE))
-        return cls(home=home.resolve(), port_base=base,
-                   heap=os.environ.get("COURSE_BROKER_HEAP", BROKER_HEAP))
+        return cls(home=Path(env("COURSE_CLUSTER_HOME")).resolve(), port_base=int(env("COURSE_PORT_BASE")),
+                   heap=env("COURSE_BROKER_HEAP"))
 
     def port(self, node: int, listener: str = "EXTERNAL") -> int:
         return self.port_base + PORT_BLOCK * LISTENERS.index(listener) + (node - 1)

@@ -11,10 +11,10 @@ PySpark already ships are left out so no class is on the classpath twice.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from . import jars
+from . import settings as course_settings
 from .connect import account, bootstrap_servers, group_name
 
 # Sized for an 8 GB laptop that also runs three brokers and JupyterLab.
@@ -58,7 +58,7 @@ def spark_session(app_name: str = "kafka-course", master: str | None = None, **c
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).master(
-        master or os.environ.get("SPARK_MASTER", "local[2]"))
+        master or course_settings.env("SPARK_MASTER"))
     settings = dict(LAPTOP_CONF, **{"spark.jars": ",".join(str(p) for p in connector_jars())})
     settings.update(conf)
     for key, value in settings.items():

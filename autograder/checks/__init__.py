@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten  # noqa: F401 - the checks' vocabulary
+from cluster.connect import admin_client, qualify
+
 from ..plain import NotPlain, plain
 
 DEFAULT_SEED = 6544  # self-checks in a student's kernel; grading uses the course's secret seed
@@ -96,18 +98,15 @@ class Context:
         self.rng = random.Random(f"{self.seed}:{self.label}")
 
     def topic(self, name: str) -> str:
-        return f"{self.namespace}.{name}"
+        return qualify(self.namespace, name)
 
     def group(self, name: str) -> str:
-        return f"{self.namespace}.{name}"
+        return qualify(self.namespace, name)
 
     @property
     def admin(self):
         if self._admin is None:
-            from kafka import KafkaAdminClient
-
-            self._admin = KafkaAdminClient(**self.kafka, client_id=f"grader-{self.namespace}",
-                                           request_timeout_ms=15_000)
+            self._admin = admin_client(f"grader-{self.namespace}", self.kafka, request_timeout_ms=15_000)
         return self._admin
 
     def protect(self, topics=(), groups=()) -> None:

@@ -6,6 +6,8 @@ import time
 
 from kafka import KafkaConsumer, TopicPartition
 
+from cluster.connect import in_namespace
+
 from . import CheckFailed, Context, expect
 
 READ_DEADLINE_S = 30
@@ -17,7 +19,7 @@ def describe_topic(ctx: Context, name: str, hint: str = "") -> dict:
     topic = ctx.topic(name)
     found = [t for t in ctx.admin.describe_topics([topic]) if t.get("error_code", 0) == 0]
     expect(bool(found) and bool(found[0]["partitions"]), f"topic {topic!r} does not exist",
-           expected=topic, found=sorted(t for t in ctx.admin.list_topics() if t.startswith(ctx.namespace + ".")),
+           expected=topic, found=sorted(t for t in ctx.admin.list_topics() if in_namespace(ctx.namespace, t)),
            hint=hint or f"Create it with lab.topic({name!r}) as its name.")
     return found[0]
 

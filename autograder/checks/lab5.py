@@ -13,7 +13,6 @@ from .kafka_state import committed_offsets, end_offsets, graders_topic, read_all
 from .scripts import CRASHED, read_student_file, start, wait
 
 DEPARTURES = "departures"
-SOURCE = "stats-source"
 STATS_SCRIPT, CHECKPOINT = "stats_consumer.py", "checkpoint.json"
 IDLE_S = "3"
 CRASH_RUNS = 4          # runs that are killed on purpose before the last, clean one

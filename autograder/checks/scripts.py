@@ -6,6 +6,7 @@ so the script cannot see it coming or defuse it."""
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -19,8 +20,8 @@ from . import CheckFailed, Context, expect
 
 SCRIPT_DEADLINE_S = 90
 MAX_LOG_CHARS = 200_000      # of a script's output, kept for messages
-CRASHED = -9                 # the exit status of a run the grader (or the harness) killed
-SANDBOX_KILLED = 128 + 9     # bwrap's exit status when the program inside died of SIGKILL
+CRASHED = -signal.SIGKILL      # the exit status of a run the grader (or the harness) killed
+SANDBOX_KILLED = 128 + signal.SIGKILL  # bwrap's exit status when the program inside died of SIGKILL
 
 
 @dataclass

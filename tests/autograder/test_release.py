@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder.pipeline import RELEASE, SOLUTIONS
+from autograder.pipeline import RELEASE, SOLUTIONS, course_labs
 from cluster.settings import ROOT
 
-LABS = sorted(p.name for p in SOLUTIONS.iterdir() if (p / f"{p.name}.ipynb").exists())
+LABS = course_labs()
 
 
 @pytest.mark.parametrize("lab", LABS)

@@ -38,10 +38,17 @@ def read_all(topic: str, partitions: int) -> list[bytes]:
     consumer.seek_to_beginning(*tps)
     end = consumer.end_offsets(tps)
     values = []
-    while any(consumer.position(tp) < end[tp] for tp in tps):
-        for records in consumer.poll(timeout_ms=1000).values():
-            values.extend(r.value for r in records)
-    consumer.close()
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while any(consumer.position(tp) < end[tp] for tp in tps):
+            if time.monotonic() > deadline:
+                left = {tp.partition: end[tp] - consumer.position(tp) for tp in tps}
+                raise AssertionError(f"read {len(values)} records of {topic} in {DEADLINE_S} s; "
+                                     f"records left per partition: {left}")
+            for records in consumer.poll(timeout_ms=1000).values():
+                values.extend(r.value for r in records)
+    finally:
+        consumer.close()
     return values
 
 

@@ -28,3 +28,26 @@ def test_every_python_dependency_is_pinned_exactly():
 
 def test_lock_file_matches_what_the_pins_resolve_to():
     assert jars.lock_differences() == []
+
+
+def test_every_package_the_code_imports_is_pinned():
+    """A package imported directly but arriving only through another could change under us when
+    that other one is upgraded: each must be pinned itself."""
+    import ast
+    import importlib.metadata
+    import sys
+
+    pinned = {name.lower().replace("_", "-") for name in settings.python_pins()}
+    distributions = importlib.metadata.packages_distributions()
+    ours = {"autograder", "cluster", "bench", "tests"}
+    missing = {}
+    for folder in ("autograder", "cluster", "bench", "tests"):
+        for path in (settings.ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+                for top in {n.split(".")[0] for n in names} - ours - set(sys.stdlib_module_names):
+                    dists = {d.lower().replace("_", "-") for d in distributions.get(top, [top])}
+                    if not dists & pinned:
+                        missing.setdefault(top, set()).add(path.relative_to(settings.ROOT).as_posix())
+    assert missing == {}, f"imported but not pinned in pyproject.toml: {missing}"

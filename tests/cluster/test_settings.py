@@ -55,3 +55,43 @@ def test_own_clusters_never_share_a_port():
                  settings.BENCH_PORT_BASE, *settings.OWN_PORT_BASES):
         assert not ports(base) & seen, base
         seen |= ports(base)
+
+
+def kit_sources():
+    for folder in ("autograder", "cluster", "bench"):
+        yield from (settings.ROOT / folder).rglob("*.py")
+
+
+def test_the_environment_is_read_in_one_place():
+    """os.environ.get("X"), os.getenv("X") and os.environ["X"] appear only in cluster/settings.py:
+    its ENVIRONMENT table is the whole list of what can be set from outside, with defaults."""
+    import ast
+
+    found = []
+    for path in kit_sources():
+        if path == settings.ROOT / "cluster" / "settings.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            target = None
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                if ast.unparse(node.func) in ("os.environ.get", "os.getenv", "environ.get"):
+                    target = node.args[0].value
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) \
+                    and ast.unparse(node.value) in ("os.environ", "environ") and isinstance(node.slice, ast.Constant):
+                target = node.slice.value
+            if target and target != "PATH":
+                found.append(f"{path.relative_to(settings.ROOT)}:{node.lineno} reads {target}")
+    assert found == []
+
+
+def test_every_variable_read_has_its_reason_and_the_readme_names_the_users_ones(monkeypatch):
+    readme = (settings.ROOT / "README.md").read_text()
+    for name, (default, why) in settings.ENVIRONMENT.items():
+        assert why, name
+        monkeypatch.setenv(name, "")
+        assert settings.env(name) == default          # set but empty: the default
+        monkeypatch.setenv(name, "x")
+        assert settings.env(name) == "x"
+    internal = {"COURSE_OWN_CLUSTER", "XDG_CACHE_HOME"}   # the grader's, and freedesktop's
+    assert [n for n in settings.ENVIRONMENT if n not in internal and n not in readme] == []
