@@ -95,9 +95,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     a = parser().parse_args(argv)
-    from cluster import logs
+    from cluster import cli
 
-    logs.configure(a.verbose)
+    cli.configure(a.verbose)
     return a.func(a)
 
 

@@ -39,7 +39,7 @@ from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
 from .results import CheckResult, GradingResult
 from .sandbox import NOT_GUARANTEED, Cgroups, Limits, Sandbox, available
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 SOLUTIONS, RELEASE = ROOT / "solutions", ROOT / "labs"
 CLUSTER_TIMEOUT_S = 15
 # The course's grading secret: the seeds of the checks' random inputs derive from it, so they
@@ -66,9 +66,17 @@ def grading_secret() -> bytes:
     if env("COURSE_GRADING_SECRET"):
         return env("COURSE_GRADING_SECRET").encode()
     if not SECRET_FILE.exists():
-        fd = os.open(SECRET_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # Written whole, then linked into place: gradings started at once all read the same one.
+        draft = SECRET_FILE.with_name(f"{SECRET_FILE.name}.{os.getpid()}-{secrets.token_hex(4)}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_hex(32))
+        try:
+            os.link(draft, SECRET_FILE)
+        except FileExistsError:
+            pass   # another grading made it first: that one counts
+        finally:
+            draft.unlink()
     return SECRET_FILE.read_text().strip().encode()
 
 
@@ -284,6 +292,7 @@ def start_own_cluster(job: Job) -> None:
 
     try:
         job.own = own.start(Path(tempfile.mkdtemp(prefix=f"grade-{job.lab}-own-")), job.namespace, echo=lambda _: None)
+        job.own.throwaway = True
     except Exception as e:
         raise InfrastructureError(f"the grading's own cluster did not start ({type(e).__name__}: {e})") from None
 
@@ -343,7 +352,7 @@ def run_notebook_and_checks(job: Job) -> None:
         finally:
             ctx.close()
         res.seconds = time.monotonic() - start
-        log.info("%s: %s in %.2f s", label, "passed" if res.passed else "failed", res.seconds)
+        logger.info("%s: %s in %.2f s", label, "passed" if res.passed else "failed", res.seconds)
 
     try:
         with KernelSession(job.submission, sandbox, env, job.cell_timeout, job.total_timeout) as session:
@@ -421,20 +430,24 @@ def grade(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = N
         for step in STEPS:
             began = time.monotonic()
             step(job)
-            log.info("%s %s: %s took %.2f s", lab, path.name, step.__name__, time.monotonic() - began)
+            logger.info("%s %s: %s took %.2f s", lab, path.name, step.__name__, time.monotonic() - began)
     except InfrastructureError as e:
         job.result.infrastructure_error = str(e)
     except StudentError as e:
         job.result.notes.append(str(e))
         for c in job.result.checks:
             c.message = c.message or "Not graded: the notebook could not be run."
+    except KeyboardInterrupt as e:   # Ctrl-C or SIGTERM (see cluster/cli.py): cleaned up, not scored
+        job.result.infrastructure_error = f"the grading was interrupted ({e or 'Ctrl-C'}); grade it again"
     except Exception as e:  # a bug of ours: still a result, with the traceback for staff
         job.result.infrastructure_error = f"the grader failed ({type(e).__name__}: {e})"
         for c in job.result.checks:
             c.details = c.details or traceback.format_exc()
     finally:
         void_if_the_cluster_failed(job)
+        began = time.monotonic()
         clean_up(job)
+        logger.info("%s %s: clean_up took %.2f s", lab, path.name, time.monotonic() - began)
         job.result.seconds = time.monotonic() - start
     return job.result
 

@@ -17,7 +17,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from cluster import Cluster, settings
+from cluster import Cluster, cli, settings
 
 BENCH_PORT_BASE = settings.BENCH_PORT_BASE
 
@@ -285,7 +285,9 @@ def main(argv=None) -> int:
     p.add_argument("--class-lab", default="lab1", help="the lab of that class (default lab1)")
     p.add_argument("--class-jobs", type=int, default=8, help="grade-all's jobs for it (default 8)")
     p.add_argument("--labs", nargs="*", help="grade only these labs (default: all)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log each step (clusters started, ...)")
     a = p.parse_args(argv)
+    cli.configure(a.verbose)   # and a `kill` stops the bench's clusters too
     print(f"Benchmark: {os.cpu_count()} cores, Kafka {settings.kafka_version()}, "
           f"heap {settings.BROKER_HEAP} per broker, every client logged in (SASL) and authorized (ACLs)\n")
     from autograder.selftest import labs

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import accounts, jars, logs, settings
+from . import accounts, cli, jars, settings
 from .errors import ClusterError
 from .kafka import STATUS_HEADER, Cluster
 
@@ -172,7 +172,7 @@ def _user_name(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logs.configure(args.verbose)
+    cli.configure(args.verbose)
     try:
         args.func(Cluster(), args)
     except ClusterError as e:

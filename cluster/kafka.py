@@ -31,7 +31,7 @@ from .accounts import Account, Secrets
 from .errors import ClusterError
 from .process import Node
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 READY_TOPIC = "course-ready-check"
 PROBE_USER = "course-probe"   # a SCRAM user of the course's own: can students log in?
 POLL_S = 0.25  # how often a bounded wait looks again
@@ -68,13 +68,13 @@ STATUS_HEADER = ["node", "state", "pid", "client", "internal", "controller", "qu
 @contextlib.contextmanager
 def _quiet_kafka_logs():
     """kafka-python logs every refused connection; while we wait for brokers, that is noise."""
-    logger = logging.getLogger("kafka")
-    old = logger.level
-    logger.setLevel(logging.CRITICAL)
+    kafka_logger = logging.getLogger("kafka")
+    old = kafka_logger.level
+    kafka_logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
-        logger.setLevel(old)
+        kafka_logger.setLevel(old)
 
 
 def new_cluster_id() -> str:
@@ -143,9 +143,9 @@ class Cluster:
         began = time.monotonic()
         for node in to_start:
             node.start(java_bin, classpath)
-            log.info("node %d started (pid %s), ports %s", node.id, node.pid, self.cfg.ports(node.id))
+            logger.info("node %d started (pid %s), ports %s", node.id, node.pid, self.cfg.ports(node.id))
         self.wait_ready(timeout, started=to_start)
-        log.info("cluster in %s ready (it works) after %.1f s", self.cfg.home, time.monotonic() - began)
+        logger.info("cluster in %s ready (it works) after %.1f s", self.cfg.home, time.monotonic() - began)
         self.set_up_access()
         return self.bootstrap_servers
 
@@ -442,11 +442,12 @@ class Cluster:
     # --- down ----------------------------------------------------------------------------------
     def down(self, wipe: bool = False, timeout: float = S.STOP_TIMEOUT_S) -> list[int]:
         """Stop every node (all at once, so no node waits on a quorum that is leaving).
-        Keeps the data unless wipe. Returns the ids of nodes that had to be killed."""
+        Keeps the data unless wipe; a wiped cluster's nodes are killed at once (a clean stop
+        only protects data that is about to be deleted). Returns the ids of nodes killed."""
         procs = {n.id: n.process() for n in self.nodes.values()}
         for proc in procs.values():
             if proc:
-                proc.terminate()
+                proc.kill() if wipe else proc.terminate()
         gone, alive = psutil.wait_procs([p for p in procs.values() if p], timeout=timeout)
         for proc in alive:
             proc.kill()

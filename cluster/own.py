@@ -39,6 +39,11 @@ ENV = "COURSE_OWN_CLUSTER"     # set by the grader: {"bootstrap_servers", "usern
 LOCKS = Path(tempfile.gettempdir()) / "kafka-course-own-ports"
 
 
+def own_settings(home: Path, port_base: int) -> S.Settings:
+    """An own cluster: faster failure detection (FAULT_SETTINGS), lighter JVMs (FAULT_JVM_OPTS)."""
+    return S.Settings(home=home, port_base=port_base, overrides=S.FAULT_SETTINGS, jvm_opts=S.FAULT_JVM_OPTS)
+
+
 def own_home() -> Path:
     """Where a student's own cluster lives (COURSE_OWN_CLUSTER_HOME overrides)."""
     return Path(S.env("COURSE_OWN_CLUSTER_HOME")).resolve()
@@ -73,6 +78,7 @@ class OwnCluster:
     bootstrap_servers: str
     account: accounts.Account
     cluster: object = None          # the running cluster.kafka.Cluster; None when the grader runs it
+    throwaway: bool = False         # a grading's: deleted when the grading ends
     _lock_fd: int | None = field(default=None, repr=False)
 
     @property
@@ -155,7 +161,7 @@ def start(home: Path, namespace: str, echo=print) -> OwnCluster:
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir(parents=True)
         (home / "own.json").write_text(json.dumps({"port_base": base}))
-        cluster = Cluster(S.Settings(home=home, port_base=base, overrides=S.FAULT_SETTINGS))
+        cluster = Cluster(own_settings(home, base))
         try:
             cluster.up(echo=echo)
             own = _with_user(cluster, namespace)
@@ -189,7 +195,7 @@ def running(home: Path | None = None):
         base = json.loads((home / "own.json").read_text())["port_base"]
     except (OSError, ValueError, KeyError):
         return None
-    cluster = Cluster(S.Settings(home=home, port_base=base, overrides=S.FAULT_SETTINGS))
+    cluster = Cluster(own_settings(home, base))
     return cluster if any(node.process() for node in cluster.nodes.values()) else None
 
 

@@ -83,7 +83,7 @@ class Node:
         argfile = self.dir / "classpath.args"
         argfile.write_text('-cp "' + os.pathsep.join(str(p) for p in classpath) + '"\n')
         return [
-            java, f"-Xmx{self.cfg.heap}", "-Xms64m", *S.BROKER_JVM_OPTS,
+            java, f"-Xmx{self.cfg.heap}", "-Xms64m", *S.BROKER_JVM_OPTS, *self.cfg.jvm_opts,
             f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
             f"-Dkafka.logs.dir={self.dir}",
             self.marker,

@@ -140,3 +140,42 @@ def test_no_sandbox_is_refused_where_bubblewrap_is_missing(cluster, tmp_path):
     proc, data = grade("lab1", SOLUTIONS / "lab1" / "lab1.ipynb", tmp_path / "r.json", env)
     assert proc.returncode == 2 and "bubblewrap" in proc.stderr and "--no-sandbox" in proc.stderr
     assert data is not None and "not a problem with your work" in data["output"]
+
+
+def test_a_grading_stopped_with_sigterm_leaves_nothing_running(cluster, tmp_path):
+    """A grading killed politely (a cancelled CI job, a deadline) still cleans up: lab 7's own
+    three brokers, its sandboxed kernel and its Kafka user do not outlive it."""
+    import signal
+    import time
+
+    import psutil
+
+    from autograder.selftest import kafka_access_left
+
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "lab7",
+                             str(SOLUTIONS / "lab7" / "lab7.ipynb"), "--json", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def own_brokers():
+        return [p for p in psutil.process_iter(["cmdline"])
+                if any("grade-lab7-own-" in part for part in p.info["cmdline"] or ())]
+
+    def kernels():   # the sandboxed kernel and what it started, by the grading's namespace
+        return [p for p in psutil.process_iter(["environ"])
+                if (p.info.get("environ") or {}).get("LAB_NAMESPACE", "").startswith("grade-lab7-")]
+    deadline = time.monotonic() + 120
+    while not kernels() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)   # into the notebook
+    brokers, running = own_brokers(), kernels()
+    assert len(brokers) == 3 and running, f"the grading did not get as far as its notebook: {proc.poll()}"
+    namespace = running[0].info["environ"]["LAB_NAMESPACE"]
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=60)
+    gone, alive = psutil.wait_procs(brokers + running, timeout=10)
+    assert alive == [], f"still running after the grading ended: {alive}\n{output[-2000:]}"
+    assert kafka_access_left(namespace) == []
+    # and a result that says so, scoring nothing (exit 2: grade it again)
+    assert proc.returncode == 2, output[-2000:]
+    assert "interrupted" in json.loads(out.read_text())["output"]

@@ -1,0 +1,27 @@
+"""What the kit's command lines share.
+
+Logging: quiet by default (their printed lines are the report); `-v` shows each step with its
+time (a grading's steps, a cluster's nodes), `-vv` everything, kafka-python's chatter included.
+
+SIGTERM (a `kill`, a CI job cancelled, grade-all's deadline) unwinds like Ctrl-C, so every
+clean-up runs: a grading's own brokers, its Kafka user and its folders do not outlive it."""
+
+from __future__ import annotations
+
+import logging
+import signal
+
+FORMAT = "%(asctime)s %(levelname)-5s %(name)s: %(message)s"
+
+
+def configure(verbosity: int) -> None:
+    """Logging (0: warnings only; 1: the kit's own steps; 2: debug, every library) and SIGTERM."""
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format=FORMAT, datefmt="%H:%M:%S")
+    if verbosity < 2:   # kafka-python logs every reconnect, and a killed broker as ERRORs: expected, not ours
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
