@@ -34,9 +34,10 @@ lab: up
 	$(VENV)/bin/jupyter lab --notebook-dir=labs $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # The tests run their own cluster (other ports, other folder), so a lab cluster that is
-# already running is left alone.
+# already running is left alone. Two processes (pytest-xdist), each with its own cluster: the
+# self-test's gradings in one, every other module in the other (see tests/conftest.py).
 test: jars
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadscope
 
 # The fast layer: no cluster (the grader's pure steps, the sandbox, the harness, settings).
 test-fast: $(STAMP)
@@ -58,4 +59,4 @@ selftest: up
 	$(PY) -m autograder selftest
 
 clean: down
-	rm -rf $(VENV) .cluster .test-cluster
+	rm -rf $(VENV) .cluster .test-cluster .test-cluster-* .own-cluster .test-own-cluster .test-own-cluster-*

@@ -26,6 +26,7 @@ DEFAULT_PORT_BASE = 9092
 # The test suite runs its own cluster on other ports and in another folder, so that a
 # student's running lab cluster is never touched by `make test`.
 TEST_PORT_BASE = 29092
+TEST_WORKER_PORT_STEP = 3     # the tests' second process (pytest-xdist) uses 29095-29097, ...
 # Every course port stays below 32768, where Linux picks the ephemeral ports of outgoing
 # connections and of Jupyter kernels: a cluster on 39092 could find a kernel sitting there.
 THROWAWAY_PORT_BASE = 30092   # the tests' short-lived extra clusters

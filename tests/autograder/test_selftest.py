@@ -10,7 +10,7 @@ from autograder.selftest import describe, grade_all, labs
 
 # The first test waits for the fixture's ~90 gradings (each bounded by its own deadline), so it
 # may take longer than pytest-timeout's default for one test.
-pytestmark = pytest.mark.timeout(2400)
+pytestmark = [pytest.mark.timeout(2400), pytest.mark.slow]
 
 CASES = [(lab, s.name) for lab in labs() for s in scenarios(lab)] + \
         [(lab, name) for lab in labs() for name in ("blank-release", "solution")]

@@ -96,6 +96,7 @@ def printed(cell) -> str:
     return "".join(o.get("text", "") or "".join(o.get("data", {}).get("text/plain", "")) for o in cell.outputs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lab", LABS)
 def test_solution_runs_top_to_bottom(cluster, lab, tmp_path, monkeypatch):
     for item in (RELEASE / lab).iterdir():

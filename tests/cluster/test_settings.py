@@ -51,8 +51,9 @@ def test_own_clusters_never_share_a_port():
         return {cfg.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS}
 
     seen: set[int] = set()
-    for base in (settings.DEFAULT_PORT_BASE, 19092, settings.TEST_PORT_BASE, settings.THROWAWAY_PORT_BASE,
-                 settings.BENCH_PORT_BASE, *settings.OWN_PORT_BASES):
+    second_test_process = settings.TEST_PORT_BASE + settings.TEST_WORKER_PORT_STEP
+    for base in (settings.DEFAULT_PORT_BASE, 19092, settings.TEST_PORT_BASE, second_test_process,
+                 settings.THROWAWAY_PORT_BASE, settings.BENCH_PORT_BASE, *settings.OWN_PORT_BASES):
         assert not ports(base) & seen, base
         seen |= ports(base)
 
