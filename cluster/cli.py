@@ -20,6 +20,9 @@ def configure(verbosity: int) -> None:
     logging.basicConfig(level=level, format=FORMAT, datefmt="%H:%M:%S")
     if verbosity < 2:   # kafka-python logs every reconnect, and a killed broker as ERRORs: expected, not ours
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
+        # jupyter_client warns through traitlets' logger when a finished kernel client's ZMQ
+        # context is already gone ("Could not destroy zmq context"): harmless, every grading
+        logging.getLogger("traitlets").setLevel(logging.ERROR)
     signal.signal(signal.SIGTERM, _interrupt)
 
 

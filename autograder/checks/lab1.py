@@ -263,15 +263,29 @@ def measurements(ctx: Context) -> None:
 
 
 TOO_CLOSE = 1.5   # rates within this factor: either order is accepted (see lab1-q6)
+ROUNDS = 5        # lab1-q6 measures in rounds, the three ways taking turns, and keeps each one's best
+
+
+def best_rates(ways: dict, rounds: int = ROUNDS) -> dict[str, float]:
+    """Operations per second of each way, {name: (fn, n per round, finish)}: the ways take turns,
+    round after round, and each keeps its best round. On a machine busy with other gradings a
+    slow moment then costs every way alike, and a way is never judged on its worst stretch
+    alone (measured in CI: RPC at 103/s in one stretch beside a grading, ten times its usual)."""
+    best = dict.fromkeys(ways, 0.0)
+    for _ in range(rounds):
+        for name, (fn, n, finish) in ways.items():
+            best[name] = max(best[name], per_second(fn, n, finish))
+    return best
 
 
 @check("lab1-q6", pause_kernel=False)
-def predicted_the_fastest(ctx: Context) -> None:
+def predicted_the_fastest(ctx: Context) -> str:
     """the predicted order of throughputs is the order the grader measures"""
     b = bench(ctx)
-    rates = {"rpc": per_second(b.rpc, 200),
-             "kafka one by one": per_second(lambda: b.send().get(timeout=10), 100),
-             "kafka batched": per_second(b.send, 2000, finish=b.producer.flush)}
+    nothing = lambda: None  # noqa: E731
+    rates = best_rates({"rpc": (b.rpc, 40, nothing),
+                        "kafka one by one": (lambda: b.send().get(timeout=10), 20, nothing),
+                        "kafka batched": (b.send, 400, b.producer.flush)})
     measured = sorted(rates, key=rates.get, reverse=True)
     predicted = ctx.sub.value("predicted_order")
     predicted = list(predicted) if isinstance(predicted, (list, tuple)) else predicted
@@ -287,3 +301,4 @@ def predicted_the_fastest(ctx: Context) -> None:
            expected=measured, found=predicted,
            hint="Count the round trips each way needs per operation, and how many operations one "
                 "request can carry.")
+    return "measured " + ", ".join(f"{k}: {v:,.0f}/s" for k, v in rates.items())

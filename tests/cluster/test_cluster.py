@@ -28,7 +28,10 @@ def test_up_on_a_running_cluster_changes_nothing(cluster):
 
 def test_connection_helper_points_at_this_cluster(cluster):
     assert bootstrap_servers() == cluster.bootstrap_servers
-    assert bootstrap_servers().split(",")[0].endswith(f":{settings.TEST_PORT_BASE}")
+    # the test process's own ports (TEST_PORT_BASE, or the next block for xdist's second process)
+    assert bootstrap_servers().split(",")[0].endswith(f":{settings.Settings.from_env().port_base}")
+    assert settings.Settings.from_env().port_base in (settings.TEST_PORT_BASE,
+                                                     settings.TEST_PORT_BASE + settings.TEST_WORKER_PORT_STEP)
 
 
 def test_teaching_defaults_are_in_force(cluster, admin):
