@@ -41,7 +41,7 @@ test: jars
 
 # The fast layer: no cluster (the grader's pure steps, the sandbox, the harness, settings).
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not cluster"
+	$(PY) -m pytest -n 2 -m "not cluster"
 
 bench: jars
 	$(PY) -m bench
