@@ -128,7 +128,7 @@ def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
                         print(f"  {lab} ({mode}) run {i + 1}/{runs}: {times[-1]:.1f} s, score {sorted(scores)}",
                               file=sys.stderr)
                     rows.append((f"grade {lab} solution (CLI, end to end, {mode})", times, "s",
-                                 20.0 if mode == "sandbox" else None))
+                                 GRADING_TARGET_S.get(lab, DEFAULT_GRADING_TARGET_S) if mode == "sandbox" else None))
                     rows.append((f"distinct scores of {lab} over {runs} runs ({mode})", [float(len(scores))], "",
                                  1.0))
     return rows
@@ -178,8 +178,10 @@ def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
 
 # Grading time a lab may take (median, CLI end to end): a lab whose grading starts a cluster of
 # its own (lab 7) needs its start-up on top.
-GRADING_TARGET_S = {"lab7": 60.0}
-DEFAULT_GRADING_TARGET_S = 30.0
+# Median seconds of one grading, alone: labs 1-5 20 s, labs 6 and 8 30 s, lab 7 60 s (it starts
+# a cluster of its own and kills brokers); the issues that made each lab set these.
+GRADING_TARGET_S = {"lab6": 30.0, "lab7": 60.0, "lab8": 30.0}
+DEFAULT_GRADING_TARGET_S = 20.0
 
 
 def bench_corpus(runs: int, labs: list[str], jobs: int) -> list[tuple]:
@@ -231,8 +233,9 @@ def bench_corpus(runs: int, labs: list[str], jobs: int) -> list[tuple]:
                     print(f"  {lab} {name}: found {found}, the corpus says {want[name]}", file=sys.stderr)
                 per_entry = {name: {json.dumps(f, sort_keys=True) for n, _, f in results if n == name}
                              for name in want}
+                # several at a time on 2 cores: a measure of load, not of one grading (no target)
                 rows.append((f"grade a {lab} corpus entry (CLI, {jobs} at a time)", [s for _, s, _ in results], "s",
-                             GRADING_TARGET_S.get(lab, DEFAULT_GRADING_TARGET_S)))
+                             None))
                 rows.append((f"{lab}: most distinct scores of one entry over {runs} seeds ({len(want)} entries)",
                              [float(max(len(v) for v in per_entry.values()))], "", 1.0))
                 rows.append((f"{lab}: gradings whose score is not the corpus's, of {len(results)}",
