@@ -49,9 +49,9 @@ class ClusterWatch:
                     return f"broker {n} went down during the grading"
             return ""
         if self._admin is None:
-            from kafka import KafkaAdminClient
+            from cluster.connect import admin_client
 
-            self._admin = KafkaAdminClient(**self.admin_conf, request_timeout_ms=5000, client_id="grader-watch")
+            self._admin = admin_client("grader-watch", self.admin_conf, request_timeout_ms=5000)
         from cluster.kafka import live_brokers
 
         try:

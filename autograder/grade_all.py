@@ -161,9 +161,9 @@ def grade_all(lab: str, folder: Path, out: Path, jobs: int = 4, regrade: bool = 
 
     from .pipeline import SOLUTIONS, course_labs, graded_parts
 
-    source = SOLUTIONS / lab / f"{lab}.ipynb"
-    if lab not in course_labs():
-        raise SystemExit(f"no lab named {lab!r}; the labs are {', '.join(course_labs())}")
+    source, known = SOLUTIONS / lab / f"{lab}.ipynb", course_labs()
+    if lab not in known:
+        raise SystemExit(f"no lab named {lab!r}; the labs are {', '.join(known)}")
     if not folder.is_dir():
         raise SystemExit(f"{folder} is not a folder of submissions")
     parts = graded_parts(nbformat.read(source, as_version=4))

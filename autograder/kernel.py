@@ -128,12 +128,11 @@ class KernelSession:
         self.client.truncated, self.client.spent = set(), {}
         self.log = RunLog()
         self.jail = Jail(None)
-        self._stack = ExitStack()
+        self._stack = ExitStack()   # what __exit__ undoes, filled by __enter__
         self._paused = False
 
     # --- lifetime ------------------------------------------------------------------------
     def __enter__(self) -> "KernelSession":
-        self._stack = ExitStack()
         # The kernel's own stdout and stderr (ZMQ and gRPC chatter) are not the student's output;
         # they go to a log, shown to staff if the kernel cannot start.
         self.stderr_log = self.workdir / ".kernel-stderr.log"

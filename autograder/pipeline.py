@@ -63,8 +63,8 @@ def course_labs() -> list[str]:
 
 
 def grading_secret() -> bytes:
-    if env("COURSE_GRADING_SECRET"):
-        return env("COURSE_GRADING_SECRET").encode()
+    if given := env("COURSE_GRADING_SECRET"):
+        return given.encode()
     if not SECRET_FILE.exists():
         # Written whole, then linked into place: gradings started at once all read the same one.
         draft = SECRET_FILE.with_name(f"{SECRET_FILE.name}.{os.getpid()}-{secrets.token_hex(4)}")

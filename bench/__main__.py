@@ -176,8 +176,6 @@ def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
             (f"scores that differ from the corpus's, or not graded, of {size}", [float(wrong)], "", 0.0)]
 
 
-# Grading time a lab may take (median, CLI end to end): a lab whose grading starts a cluster of
-# its own (lab 7) needs its start-up on top.
 # Median seconds of one grading, alone: labs 1-5 20 s, labs 6 and 8 30 s, lab 7 60 s (it starts
 # a cluster of its own and kills brokers); the issues that made each lab set these.
 GRADING_TARGET_S = {"lab6": 30.0, "lab7": 60.0, "lab8": 30.0}

@@ -238,11 +238,9 @@ class Cluster:
 
     def admin(self, **overrides):
         """A kafka-python admin client for this cluster, logged in as the course's admin."""
-        from kafka import KafkaAdminClient
+        from .connect import admin_client
 
-        opts = dict(self.admin_connection(), client_id="course-cluster", request_timeout_ms=10_000)
-        opts.update(overrides)
-        return KafkaAdminClient(**opts)
+        return admin_client("course-cluster", self.admin_connection(), **{"request_timeout_ms": 10_000, **overrides})
 
     def _poll(self, probe, watch: list[Node], timeout: float) -> tuple[bool, object]:
         """Call probe(admin) -> (done, what) until done or the deadline; fail fast if a node in

@@ -88,9 +88,9 @@ class OwnCluster:
 
     def admin(self, **overrides):
         """An admin client with your login (your topics, and a view of the whole cluster)."""
-        from kafka import KafkaAdminClient
+        from .connect import admin_client
 
-        return KafkaAdminClient(**{**self.connection, "request_timeout_ms": 10_000, **overrides})
+        return admin_client("own-cluster", self.connection, **{"request_timeout_ms": 10_000, **overrides})
 
     def address(self, broker: int) -> str:
         """host:port of one broker (a client that must talk to that one only)."""

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten  # noqa: F401 - the checks' vocabulary
 from cluster.connect import admin_client, qualify
 
+from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten  # noqa: F401 - the checks' vocabulary
 from ..plain import NotPlain, plain
 
 DEFAULT_SEED = 6544  # self-checks in a student's kernel; grading uses the course's secret seed
