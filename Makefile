@@ -34,10 +34,12 @@ lab: up
 	$(VENV)/bin/jupyter lab --notebook-dir=labs $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # The tests run their own cluster (other ports, other folder), so a lab cluster that is
-# already running is left alone. Two processes (pytest-xdist), each with its own cluster: the
-# self-test's gradings in one, every other module in the other (see tests/conftest.py).
+# already running is left alone. One process: with two (`pytest -n 2 --dist loadscope`, see
+# tests/conftest.py) the suite takes 18 minutes instead of 27, but the load makes lab1-q6's
+# throughput measurement fail correct work (2 CI runs in 4); until that check is sturdier, CI
+# runs one process.
 test: jars
-	$(PY) -m pytest -n 2 --dist loadscope
+	$(PY) -m pytest
 
 # The fast layer: no cluster (the grader's pure steps, the sandbox, the harness, settings).
 test-fast: $(STAMP)

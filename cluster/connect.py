@@ -162,5 +162,6 @@ def admin_client(client_id: str, connection: dict | None = None, **overrides):
     admin_connection()); `overrides` are kafka-python's settings (e.g. request_timeout_ms)."""
     from kafka import KafkaAdminClient
 
-    return KafkaAdminClient(**(admin_connection() if connection is None else connection),
-                            **{"client_id": client_id, **overrides})
+    # overrides win over the connection (e.g. bootstrap_servers: one broker only)
+    return KafkaAdminClient(**{**(admin_connection() if connection is None else connection),
+                               "client_id": client_id, **overrides})

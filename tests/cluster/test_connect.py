@@ -45,3 +45,15 @@ def test_namespace_defaults_to_the_user_name(monkeypatch):
     monkeypatch.delenv("LAB_NAMESPACE", raising=False)
     monkeypatch.setattr(connect.getpass, "getuser", lambda: "Grace")
     assert connect.namespace() == "grace"
+
+
+def test_admin_client_settings_given_win_over_the_connection(monkeypatch):
+    """own.admin(bootstrap_servers=one broker) (lab 7) must reach that broker only."""
+    import kafka
+
+    from cluster.connect import admin_client
+
+    seen = {}
+    monkeypatch.setattr(kafka, "KafkaAdminClient", lambda **kw: seen.update(kw))
+    admin_client("x", {"bootstrap_servers": "a:1,b:2", "sasl_plain_username": "u"}, bootstrap_servers="b:2")
+    assert seen == {"bootstrap_servers": "b:2", "sasl_plain_username": "u", "client_id": "x"}
