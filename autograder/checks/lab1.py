@@ -263,6 +263,11 @@ def measurements(ctx: Context) -> None:
 
 
 TOO_CLOSE = 1.5   # rates within this factor: either order is accepted (see lab1-q6)
+# lab1-q6 judges the places of "kafka batched" only. RPC and one-by-one sends both wait one round
+# trip per operation, and which trip is shorter depends on the machine's load: measured on one
+# machine, RPC 1,800/s vs 816/s quiet, 164/s vs 338/s beside a busy grading (the RPC server runs in
+# the student's kernel, which then competes for the CPU). That order is shown, never judged.
+BATCHED = "kafka batched"
 ROUNDS = 5        # lab1-q6 measures in rounds, the three ways taking turns, and keeps each one's best
 
 
@@ -280,25 +285,26 @@ def best_rates(ways: dict, rounds: int = ROUNDS) -> dict[str, float]:
 
 @check("lab1-q6", pause_kernel=False)
 def predicted_the_fastest(ctx: Context) -> str:
-    """the predicted order of throughputs is the order the grader measures"""
+    """batched sends are predicted in the place the grader measures them (first, by far)"""
     b = bench(ctx)
     nothing = lambda: None  # noqa: E731
     rates = best_rates({"rpc": (b.rpc, 40, nothing),
                         "kafka one by one": (lambda: b.send().get(timeout=10), 20, nothing),
-                        "kafka batched": (b.send, 400, b.producer.flush)})
+                        BATCHED: (b.send, 400, b.producer.flush)})
     measured = sorted(rates, key=rates.get, reverse=True)
     predicted = ctx.sub.value("predicted_order")
     predicted = list(predicted) if isinstance(predicted, (list, tuple)) else predicted
     expect(isinstance(predicted, list) and sorted(map(str, predicted)) == sorted(rates),
            "predicted_order should list the three ways, most operations per second first",
            expected=sorted(rates), found=predicted)
-    # Two ways measured within TOO_CLOSE of each other may come out in either order on a busy
-    # machine (a grading beside others): the prediction is judged only where the order is clear.
+    # Batched sends carry hundreds of events per request: clearly first wherever the grader has
+    # measured. Should two rates still come within TOO_CLOSE, that pair is not judged either.
     wrong = [(a, b) for i, a in enumerate(predicted) for b in predicted[i + 1:]
-             if rates[b] > rates[a] * TOO_CLOSE]
+             if BATCHED in (a, b) and rates[b] > rates[a] * TOO_CLOSE]
     expect(not wrong, "your predicted order against the grader's measurement "
                       f"({', '.join(f'{k}: {v:,.0f}/s' for k, v in rates.items())})",
            expected=measured, found=predicted,
            hint="Count the round trips each way needs per operation, and how many operations one "
-                "request can carry.")
+                "request can carry. (RPC and one-by-one sends may come in either order: only the "
+                "place of batched sends is judged.)")
     return "measured " + ", ".join(f"{k}: {v:,.0f}/s" for k, v in rates.items())
