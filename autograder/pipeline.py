@@ -31,7 +31,7 @@ import nbformat
 from cluster import accounts
 from cluster.accounts import Account
 from cluster.connect import admin_client, admin_connection, anything_listens, bootstrap_servers, in_namespace
-from cluster.settings import ROOT, env
+from cluster.settings import ROOT, env, jars_cache
 
 from .checks import CheckFailed, Context, checks_for, checks_module, run_cleanups
 from .cluster_watch import ClusterWatch
@@ -300,8 +300,11 @@ def start_own_cluster(job: Job) -> None:
 def kernel_env(job: Job) -> dict[str, str]:
     """The whole environment of the student's code: where Kafka is and its namespace, folders
     inside its working folder; no secrets, no seed, nothing of other submissions."""
-    keep = ("LANG", "LC_ALL", "JAVA_HOME", "COURSE_JARS_CACHE")
+    keep = ("LANG", "LC_ALL", "JAVA_HOME")
     env = {k: os.environ[k] for k in keep if k in os.environ}
+    # Spark's connector jars, from the grader's cache (read-only in the sandbox): not from a
+    # cache under the sandbox's own HOME, which is empty and would download them again.
+    env["COURSE_JARS_CACHE"] = str(jars_cache())
     venv_bin = str(Path(os.sys.executable).parent)
     home = job.workdir / ".home"
     env.update(PATH=f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", VIRTUAL_ENV=str(Path(venv_bin).parent),

@@ -42,11 +42,12 @@ import psutil
 from cluster.settings import ROOT, env, jars_cache
 
 SANDBOX_UID = 65534           # "nobody" inside the sandbox
+HOSTNAME = "grading"          # the sandbox's own host name (its UTS namespace)
 FREEZE_DEADLINE_S = 5         # to stop every process of a sandbox before a check
 TMP_SIZE = 512 * 2**20        # the sandbox's /tmp, in memory
 # The parts of /etc that programs need (TLS roots, users, name lookup, the JDK's links);
 # the rest of /etc stays out.
-ETC_ALLOWED = ("ssl", "ca-certificates", "ca-certificates.conf", "passwd", "group", "hosts", "resolv.conf",
+ETC_ALLOWED = ("ssl", "ca-certificates", "ca-certificates.conf", "passwd", "group", "resolv.conf",
                "nsswitch.conf", "host.conf", "localtime", "timezone", "alternatives", "java-17-openjdk",
                "java-21-openjdk", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "mime.types", "fonts",
                "matplotlibrc", "gai.conf", "protocols", "services")
@@ -144,8 +145,23 @@ def available() -> str | None:
     return None
 
 
+@cache
+def _hosts_file() -> Path:
+    """The machine's /etc/hosts plus the sandbox's own name: a JVM asks for its host's address
+    when it starts (Spark's driver does), and fails if the name does not resolve."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="kafka-course-sandbox-"))
+    try:
+        known = Path("/etc/hosts").read_text()
+    except OSError:
+        known = "127.0.0.1 localhost\n"
+    (folder / "hosts").write_text(f"{known.rstrip()}\n127.0.1.1 {HOSTNAME}\n")
+    return folder / "hosts"
+
+
 def _system_binds() -> list[str]:
-    args = ["--ro-bind", "/usr", "/usr"]
+    args = ["--ro-bind", "/usr", "/usr", "--ro-bind", str(_hosts_file()), "/etc/hosts"]
     for top in ("bin", "sbin", "lib", "lib32", "lib64"):
         path = Path("/") / top
         if path.is_symlink():
@@ -198,7 +214,7 @@ class Sandbox:
         args = [*prefix, shutil.which("bwrap") or "bwrap",
                 "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                "--hostname", "grading", "--die-with-parent", "--new-session",
+                "--hostname", HOSTNAME, "--die-with-parent", "--new-session",
                 # ipykernel would take its parent (bwrap's init, pid 1 inside) for an exited one;
                 # --die-with-parent already ties the sandbox's life to the grader's.
                 "--unsetenv", "JPY_PARENT_PID",

@@ -9,6 +9,7 @@
     KafkaProducer(**lab.connection)  # every client: the servers and your login
     Producer(lab.librdkafka_connection())   # the same for confluent-kafka (librdkafka)
     flights = load_flights(day=1)    # January 2013 flights from New York City, as dicts
+    events = departures(day=1)       # lab 9: the flights that left, as events in event-time order
 """
 
 from __future__ import annotations
@@ -244,3 +245,28 @@ def load_flights(day: int | None = None, origin: str | None = None) -> list[dict
                 row[col] = int(row[col]) if row[col] not in ("", "NA") else None
             rows.append(row)
     return rows
+
+
+def departure_time(flight: dict) -> str | None:
+    """When a flight actually left, in UTC (ISO 8601, as "2013-01-01T10:17:00Z"): its scheduled
+    hour (time_hour, already UTC) and minute, plus its departure delay; None if it never left."""
+    from datetime import datetime, timedelta
+
+    if flight["dep_delay"] is None:
+        return None
+    scheduled = datetime.strptime(flight["time_hour"], "%Y-%m-%dT%H:%M:%SZ") + timedelta(minutes=flight["minute"])
+    return (scheduled + timedelta(minutes=flight["dep_delay"])).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def departures(day: int | None = None) -> list[dict]:
+    """Lab 9's events: one per flight that left (cancelled ones never did), in the order they
+    left: {"id", "carrier", "origin", "dest", "tailnum", "dep_delay", "dep_time"}, dep_time being
+    the event time (UTC, ISO 8601)."""
+    events = []
+    for f in load_flights(day=day):
+        when = departure_time(f)
+        if when is not None:
+            events.append({"id": f"{f['year']}-{f['month']:02d}-{f['day']:02d} {f['carrier']}{f['flight']} {f['origin']}",
+                           "carrier": f["carrier"], "origin": f["origin"], "dest": f["dest"],
+                           "tailnum": f["tailnum"] or None, "dep_delay": f["dep_delay"], "dep_time": when})
+    return sorted(events, key=lambda e: e["dep_time"])   # stable: same-minute flights keep the file's order

@@ -150,3 +150,14 @@ def test_the_kernel_cannot_reach_the_grader(tmp_path):
         print("still here")
     """)
     assert "still here" in out.stdout and out.stdout.startswith("parent 1")
+
+
+def test_the_sandbox_resolves_its_own_host_name(tmp_path):
+    """A JVM (Spark's driver, lab 9) looks up its own host name when it starts, and dies if
+    the name does not resolve: the sandbox's name is in its /etc/hosts."""
+    out = run(tmp_path, """
+        import socket
+        print(socket.gethostname(), socket.gethostbyname(socket.gethostname()))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["grading", "127.0.1.1"]
