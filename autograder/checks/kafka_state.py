@@ -11,6 +11,7 @@ from cluster.connect import in_namespace
 from . import CheckFailed, Context, expect
 
 READ_DEADLINE_S = 30
+DESCRIBE_WAIT_S = 10     # for a listed topic's metadata to reach the broker that answers
 MAX_READ_BYTES = 256 * 2**20   # of keys and values read from one topic
 
 
@@ -18,6 +19,13 @@ def describe_topic(ctx: Context, name: str, hint: str = "") -> dict:
     """The topic's metadata; a CheckFailed naming the topic if it does not exist."""
     topic = ctx.topic(name)
     found = [t for t in ctx.admin.describe_topics([topic]) if t.get("error_code", 0) == 0]
+    # A topic the controller lists may not be in the metadata the broker answered from yet (seen
+    # in CI under load: listed, yet described as unknown): give it a few seconds to arrive.
+    deadline = time.monotonic() + DESCRIBE_WAIT_S
+    while not (found and found[0]["partitions"]) and time.monotonic() < deadline \
+            and topic in ctx.admin.list_topics():
+        time.sleep(0.2)
+        found = [t for t in ctx.admin.describe_topics([topic]) if t.get("error_code", 0) == 0]
     expect(bool(found) and bool(found[0]["partitions"]), f"topic {topic!r} does not exist",
            expected=topic, found=sorted(t for t in ctx.admin.list_topics() if in_namespace(ctx.namespace, t)),
            hint=hint or f"Create it with lab.topic({name!r}) as its name.")
