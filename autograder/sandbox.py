@@ -149,9 +149,11 @@ def available() -> str | None:
 def _hosts_file() -> Path:
     """The machine's /etc/hosts plus the sandbox's own name: a JVM asks for its host's address
     when it starts (Spark's driver does), and fails if the name does not resolve."""
+    import atexit
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="kafka-course-sandbox-"))
+    atexit.register(shutil.rmtree, folder, True)   # one per grader process, gone with it
     try:
         known = Path("/etc/hosts").read_text()
     except OSError:

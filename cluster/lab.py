@@ -247,6 +247,11 @@ def load_flights(day: int | None = None, origin: str | None = None) -> list[dict
     return rows
 
 
+def flight_id(f: dict) -> str:
+    """A flight's id in the labs: "2013-01-01 UA1545 EWR" (date, carrier and number, origin)."""
+    return f"{f['year']}-{f['month']:02d}-{f['day']:02d} {f['carrier']}{f['flight']} {f['origin']}"
+
+
 def departure_time(flight: dict) -> str | None:
     """When a flight actually left, in UTC (ISO 8601, as "2013-01-01T10:17:00Z"): its scheduled
     hour (time_hour, already UTC) and minute, plus its departure delay; None if it never left."""
@@ -266,7 +271,7 @@ def departures(day: int | None = None) -> list[dict]:
     for f in load_flights(day=day):
         when = departure_time(f)
         if when is not None:
-            events.append({"id": f"{f['year']}-{f['month']:02d}-{f['day']:02d} {f['carrier']}{f['flight']} {f['origin']}",
+            events.append({"id": flight_id(f),
                            "carrier": f["carrier"], "origin": f["origin"], "dest": f["dest"],
                            "tailnum": f["tailnum"] or None, "dep_delay": f["dep_delay"], "dep_time": when})
     return sorted(events, key=lambda e: e["dep_time"])   # stable: same-minute flights keep the file's order

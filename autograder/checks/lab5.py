@@ -21,11 +21,6 @@ RETRY_LESSON = {"plain": 2, "idempotent": 1}    # what one lost answer leaves on
 ALERTS_SCRIPT, ALERT_DELAY = "alerts_job.py", 60
 
 
-def flight_id(f: dict) -> str:
-    """The id the notebook gives a flight (year-month-day carrier flight origin)."""
-    return f"{f['year']}-{f['month']:02d}-{f['day']:02d} {f['carrier']}{f['flight']} {f['origin']}"
-
-
 def true_stats() -> dict:
     from cluster.lab import load_flights
 
