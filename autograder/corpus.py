@@ -460,11 +460,22 @@ c.close()
                    '                                         "configs": {"retention.ms": "604800000"}}})'),),
              fails()),
     Scenario("counts-in-a-counter", "lab1", "consume_counts sums with collections.Counter and returns it",
-             (Edit("lab1-consume", "sub", "    from collections import Counter\n    totals = Counter()\n    for record in consumer:\n"
-                   "        key, amount = decode_event(record.value)\n        totals[key] += amount\n",
-                   "    totals = {}\n    for record in consumer:\n"
+             (Edit("lab1-consume", "sub", "    from collections import Counter\n    totals = Counter()\n", "    totals = {}\n"),
+              Edit("lab1-consume", "sub", "totals[key] += amount\n", "totals[key] = totals.get(key, 0) + amount\n")),
+             fails()),
+    Scenario("consumer-stops-when-idle", "lab1", "consume_counts subscribes and stops after 5 idle seconds "
+             "(consumer_timeout_ms), the other way the text names, instead of reading up to the end offsets",
+             (Edit("lab1-consume", "replace",
+                   "def consume_counts(topic):\n"
+                   "    consumer = KafkaConsumer(topic, **lab.connection, auto_offset_reset=\"earliest\",\n"
+                   "                             consumer_timeout_ms=5000)\n"
+                   "    totals = {}\n"
+                   "    for record in consumer:\n"
                    "        key, amount = decode_event(record.value)\n"
-                   "        totals[key] = totals.get(key, 0) + amount\n"),),
+                   "        totals[key] = totals.get(key, 0) + amount\n"
+                   "    consumer.close()\n"
+                   "    return totals\n\n"
+                   "stream_counts = consume_counts(events_topic)\n"),),
              fails()),
     Scenario("delays-with-pandas", "lab2", "the averages computed with a pandas DataFrame (numpy floats in a "
              "pandas Series), offsets committed all the same",

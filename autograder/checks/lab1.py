@@ -139,7 +139,8 @@ def stream_matches_rpc(ctx: Context) -> None:
     stream_counts = ctx.sub.value("dict(stream_counts)")
     expect_equal(stream_counts, dict(truth), "stream_counts (what your consumer computed)",
                  hint="A consumer that starts at the latest offset misses the events already on the topic: "
-                      "start from the beginning and read until no message arrives for a few seconds.")
+                      "start from the beginning and read until each partition's position reaches the end "
+                      "offset it had when you started (consumer.end_offsets).")
     port = ctx.sub.value("server_port")
     M = messages()
     rpc_counts = {k: rpc(port, "Get", M["GetRequest"](key=k)).total for k in truth}
