@@ -919,6 +919,58 @@ c.close()
                    "    for f in futures:\n"
                    "        f.get(timeout=60)\n")),
              fails()),
+    # --- lab 9: streaming ETL with Spark -----------------------------------------------------
+    Scenario("dep-time-as-text", "lab9", "declares dep_time as STRING in the schema, so it stays text",
+             (Edit("lab9-parse", "sub", 'dep_time STRING"', 'dep_time TIMESTAMP"'),),
+             fails("lab9-q1")),
+    Scenario("processing-time-windows", "lab9", "windows over the time Spark processes each row "
+             "(current_timestamp) instead of the flight's dep_time, in the notebook and in the job",
+             (Edit("lab9-hourly", "sub", 'F.window(F.current_timestamp(), "1 hour")', 'F.window("dep_time", "1 hour")'),
+              Edit("lab9-job", "sub", 'F.window(F.current_timestamp(), "1 hour")', 'F.window("dep_time", "1 hour")')),
+             fails("lab9-q2", "lab9-q3")),
+    Scenario("no-watermark", "lab9", "leaves the watermark out (a batch does not need it), in the notebook "
+             "and in the job",
+             (Edit("lab9-hourly", "sub", "return (flights\n", 'return (flights.withWatermark("dep_time", "30 minutes")\n'),
+              Edit("lab9-job", "sub", "return (flights\n", 'return (flights.withWatermark("dep_time", "30 minutes")\n')),
+             fails("lab9-q3")),
+    Scenario("foreach-batch-appends", "lab9", "the job appends each micro-batch to the Parquet folder itself "
+             "(foreachBatch), so a batch that is run again after a failure is written twice",
+             (Edit("lab9-job", "sub",
+                   "def write(batch, batch_id):\n"
+                   "    batch.write.mode(\"append\").parquet(output)\n\n\n"
+                   "query = (hourly_delays(parse(stream)).writeStream.foreachBatch(write).outputMode(\"append\")\n"
+                   "         .option(\"checkpointLocation\", checkpoint)\n",
+                   "query = (hourly_delays(parse(stream)).writeStream.format(\"parquet\").outputMode(\"append\")\n"
+                   "         .option(\"path\", output).option(\"checkpointLocation\", checkpoint)\n"),),
+             fails("lab9-q3")),
+    Scenario("checkpoint-in-tmp", "lab9", "the job keeps its checkpoint in a new temporary folder on every run",
+             (Edit("lab9-job", "sub", '.option("checkpointLocation", __import__("tempfile").mkdtemp())',
+                   '.option("checkpointLocation", checkpoint)'),),
+             fails("lab9-q3")),
+    Scenario("answers-from-the-csv", "lab9", "parse() and hourly_delays() ignore their input and build their "
+             "answer from the public dataset (shortcut)",
+             (Edit("lab9-parse", "sub",
+                   "    return spark.createDataFrame([dict(e, dep_time=__import__('datetime').datetime.strptime("
+                   "e['dep_time'], '%Y-%m-%dT%H:%M:%SZ')) for e in departures()], SCHEMA)\n",
+                   '    return raw.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("f")).select("f.*")\n'),
+              Edit("lab9-hourly", "sub", "return (parse(None).withWatermark", "return (flights.withWatermark")),
+             fails("lab9-q1", "lab9-q2")),
+    Scenario("other-styles", "lab9", "parse with get_json_object and casts, windows as SQL expressions and a "
+             "mean, a job with smaller micro-batches",
+             (Edit("lab9-parse", "sub",
+                   '    j = F.col("value").cast("string")\n'
+                   '    texts = [F.get_json_object(j, f"$.{c}").alias(c) for c in ("id", "carrier", "origin", "dest", "tailnum")]\n'
+                   '    return raw.select(*texts, F.get_json_object(j, "$.dep_delay").cast("int").alias("dep_delay"),\n'
+                   '                      F.to_timestamp(F.get_json_object(j, "$.dep_time")).alias("dep_time"))\n',
+                   '    return raw.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("f")).select("f.*")\n'),
+              Edit("lab9-hourly", "replace",
+                   "def hourly_delays(flights):\n"
+                   "    return (flights.withWatermark('dep_time', '30 minutes')\n"
+                   "            .groupBy(F.expr(\"window(dep_time, '60 minutes') AS w\"), 'origin')\n"
+                   "            .agg(F.expr('count(1) AS flights'), F.mean('dep_delay').alias('avg_delay'))\n"
+                   "            .selectExpr('w.start AS hour', 'origin', 'flights', 'avg_delay'))\n"),
+              Edit("lab9-job", "sub", 'maxOffsetsPerTrigger="60"', 'maxOffsetsPerTrigger="100"')),
+             fails()),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),
              note="Read-only file system"),

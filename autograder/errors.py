@@ -40,11 +40,24 @@ class MissingAnswer(CheckFailed):
                          hint=hint)
 
 
+def answer_name(expr: str) -> str:
+    """The student's name in an expression a check evaluates: the first function it calls that is
+    not a builtin ("parse" in "[str(r) for r in parse(raw)]"), else its first name."""
+    import builtins
+    import re
+
+    for m in re.finditer(r"(?<![\w.'\"])([A-Za-z_]\w*)\s*\(", expr):
+        if not hasattr(builtins, m.group(1)):
+            return m.group(1)
+    first = re.match(r"\s*([A-Za-z_]\w*)", expr)
+    return first.group(1) if first else expr
+
+
 class NotWritten(CheckFailed):
     """The answer's cell still says `raise NotImplementedError()`."""
 
     def __init__(self, expr: str):
-        name = expr.split("(")[0].split(".")[0]
+        name = answer_name(expr)
         super().__init__(f"`{name}` is not written yet (it still raises NotImplementedError)",
                          hint=f"Replace `raise NotImplementedError()` in the cell that defines `{name}` with your "
                               "code, run that cell, then this test.")

@@ -36,7 +36,7 @@ from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
 from traitlets import default
 
-from .errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten
+from .errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten, answer_name
 from .sandbox import Jail, Sandbox
 
 CELL_TIMEOUT_S = 60          # one cell
@@ -280,7 +280,7 @@ class KernelSession:
         if result.get("status") != "ok":
             name, err = str(result.get("ename", "Error"))[:100], str(result.get("evalue", ""))[:500]
             if name == "NameError":
-                raise MissingAnswer(expr.split("(")[0].split(".")[0], err)
+                raise MissingAnswer(answer_name(expr), err)
             if name == "NotImplementedError":
                 raise NotWritten(expr)
             raise CheckFailed(f"`{expr}` raised {name}: {err}",

@@ -329,8 +329,9 @@ def run_notebook_and_checks(job: Job) -> None:
     checks = checks_for(job.lab)
     done: set[str] = set()
     scratch, cleanup = {}, []
-    cgroups = Cgroups(job.namespace, LIMITS) if job.sandbox else None
-    sandbox = Sandbox(job.workdir, readonly=job.release_files, limits=LIMITS, enabled=job.sandbox, cgroups=cgroups)
+    limits = sandbox_limits(job.lab)
+    cgroups = Cgroups(job.namespace, limits) if job.sandbox else None
+    sandbox = Sandbox(job.workdir, readonly=job.release_files, limits=limits, enabled=job.sandbox, cgroups=cgroups)
     env = kernel_env(job)   # the kernel's, and the student's scripts' that checks run
 
     def run_one(session: KernelSession, label: str) -> None:
@@ -415,6 +416,12 @@ def clean_up(job: Job) -> None:
 STEPS = (find_lab, check_sandbox, check_cluster, read_submission, restore_tests, make_namespace, make_workdir,
          start_own_cluster, run_notebook_and_checks)
 LIMITS = Limits()
+
+
+def sandbox_limits(lab: str) -> Limits:
+    """The sandbox's limits for a lab: the course's, or what its checks module needs (lab 9 runs
+    two Spark drivers, in the kernel and in the job, a hundred threads or more each)."""
+    return getattr(checks_module(lab), "SANDBOX_LIMITS", LIMITS)
 
 
 def grade(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = None, student: str = "",

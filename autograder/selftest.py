@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,23 +231,52 @@ class Report:
     changed: list[str]       # what went wrong across all gradings: course files, escapes, broker settings
 
 
-# Gradings that start a cluster of their own (lab 7: three more JVMs each) run at most this
-# many at a time, beside the others: six at once would be 18 brokers on a 2-core machine.
-OWN_CLUSTER_JOBS = 2
-
-
 def run_pooled(todo: list, tmp: Path, jobs: int) -> list:
-    """Grade the cases, `jobs` at a time, of which at most OWN_CLUSTER_JOBS start their own
-    cluster; outcomes in the order of `todo`."""
+    """Grade the cases, `jobs` at a time; outcomes in the order of `todo`. A lab whose checks
+    module sets GRADINGS_AT_ONCE has at most that many of the slots at a time (lab 7 starts
+    clusters of its own, lab 9 two Spark drivers per grading); those labs' cases go first, as
+    the longest, and a free slot takes the next case whose lab has room."""
+    import threading
+    from collections import Counter
+
     from .checks import checks_module
 
-    heavy = [c for c in todo if getattr(checks_module(c.lab), "OWN_CLUSTER", False)]
-    light = [c for c in todo if c not in heavy]
-    n_heavy = min(OWN_CLUSTER_JOBS, jobs - 1 if light else jobs) if heavy else 0
-    with ThreadPoolExecutor(max(1, n_heavy)) as heavy_pool, ThreadPoolExecutor(max(1, jobs - n_heavy)) as light_pool:
-        futures = {id(c): (heavy_pool if c in heavy else light_pool).submit(run, c, tmp)
-                   for c in heavy + light}
-        return [futures[id(c)].result() for c in todo]
+    cap = {lab: getattr(checks_module(lab), "GRADINGS_AT_ONCE", None) for lab in {c.lab for c in todo}}
+    pending = sorted(todo, key=lambda c: cap[c.lab] is None)
+    running: Counter = Counter()
+    results: dict[int, object] = {}
+    turn = threading.Condition()
+
+    def worker() -> None:
+        while True:
+            with turn:
+                while True:
+                    if not pending:
+                        return
+                    case = next((c for c in pending if cap[c.lab] is None or running[c.lab] < cap[c.lab]), None)
+                    if case is not None:
+                        break
+                    turn.wait()
+                pending.remove(case)
+                running[case.lab] += 1
+            try:
+                results[id(case)] = run(case, tmp)
+            except BaseException as e:   # noqa: BLE001 - reported below, by the main thread
+                results[id(case)] = e
+            finally:
+                with turn:
+                    running[case.lab] -= 1
+                    turn.notify_all()
+
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, jobs))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    for outcome in results.values():
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return [results[id(c)] for c in todo]
 
 
 def grade_all(selected: list[str], jobs: int = 2, corpus_dir: Path | None = None, only: list[str] | None = None,

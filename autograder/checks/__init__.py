@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol
 
 from cluster.connect import admin_client, qualify
 
-from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten  # noqa: F401 - the checks' vocabulary
+from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten, answer_name  # noqa: F401 - the checks' vocabulary
 from ..plain import NotPlain, plain
 
 DEFAULT_SEED = 6544  # self-checks in a student's kernel; grading uses the course's secret seed
@@ -55,7 +55,7 @@ class LocalSubmission:
         try:
             found = eval(expr, self.ns)  # noqa: S307 - the student's own kernel
         except NameError as e:
-            raise MissingAnswer(expr.split("(")[0], str(e)) from None
+            raise MissingAnswer(answer_name(expr), str(e)) from None
         except NotImplementedError:
             raise NotWritten(expr) from None
         except Exception as e:

@@ -24,6 +24,9 @@ from . import CheckFailed, Context, check, expect
 from .scripts import read_student_file, start, stop, wait  # noqa: F401 - read_student_file: the scripts' files
 
 OWN_CLUSTER = True
+# The self-test grades at most this many lab 7 submissions at once (three more JVMs each):
+# six at once would be 18 brokers on a 2-core machine.
+GRADINGS_AT_ONCE = 2
 BROKERS = (1, 2, 3)
 STATE_WAIT_S = 30          # for leaders and ISRs to settle after a broker stops, dies or returns
 ACK_WAIT_S = 30            # for the student's producer to acknowledge what it was given

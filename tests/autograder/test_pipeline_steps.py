@@ -143,3 +143,16 @@ def test_every_corpus_entry_still_applies_to_its_lab(scenario):
     assert nb.cells != base.cells, "the scenario changed nothing"
     for label in scenario.fails:
         find_cell(nb, label)
+
+
+@pytest.mark.parametrize("expr, name", [
+    ("predicted_order", "predicted_order"),
+    ("sorted(replay(1, 2))", "replay"),                                  # builtins are not the student's
+    ("[(r['id'], type(r['t']).__name__) for r in parse(__import__('m').raw())]", "parse"),
+    ("lab.topic('x')", "lab"),
+])
+def test_a_missing_answer_is_named_by_the_students_function(expr, name):
+    from autograder.errors import NotWritten, answer_name
+
+    assert answer_name(expr) == name
+    assert f"`{name}` is not written yet" in str(NotWritten(expr))

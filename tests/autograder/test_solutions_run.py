@@ -73,6 +73,14 @@ LESSONS = {
         r"10000-byte records: +[\d,]+ records/s = +[1-9]\d+\.\d MB/s",                   # more bytes per second
         r"lab8-q1 passed", r"lab8-q2 passed", r"lab8-q3 passed", r"lab8-q4 passed",
     ],
+    "lab9": [
+        r"tumbling windows hold 838 flights; sliding windows hold 3352 = 4 x 838",     # each flight in 4 windows
+        r"hours written: 55 of 56 \| every one equal to the nightly job's: True",      # the last hour still open
+        r"late flight in a closed hour counted: False \| late flight in the open hour counted: True",
+        r"hours written once each: True",
+        r"run 1: exit 0", r"run 2: exit 0", r"hours written: \d+ \| once each: True",
+        r"lab9-q1 passed", r"lab9-q2 passed", r"lab9-q3 passed",
+    ],
     "lab5": [
         r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",
         r"commit after processing: killed after record 130 \(exit -9\); 0 lost, 10 processed twice \(120-129\)",

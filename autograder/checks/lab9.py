@@ -1,0 +1,339 @@
+"""Lab 9, streaming ETL with Spark: values parsed with a schema, hourly delays per airport in
+event-time windows, and a streaming job that the grader crashes, restarts and feeds late events,
+whose Parquet output must equal the grader's truth exactly (no loss, no duplicates).
+
+Every check reads flights the grader wrote itself: a seeded day of January (not the day the
+notebook uses) with flights of a made-up carrier mixed in, so answers worked out from the public
+dataset cannot match."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from ..sandbox import Limits
+from . import CheckFailed, Context, check, expect
+from .kafka_state import graders_topic
+from .scripts import read_student_file, start, stop, wait
+
+JOB_SCRIPT = "delays_job.py"
+OUTPUT, CHECKPOINT = "hourly", "hourly-checkpoint"    # the job's folders, in the notebook's folder
+WATERMARK = timedelta(minutes=30)
+WINDOW = timedelta(hours=1)
+FAKE_CARRIER = "ZZ"            # no such airline: its flights exist only on the grader's topics
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+JOB_DEADLINE_S = 120           # one run of the job (Spark's start included)
+# Two Spark drivers at once (the kernel's and the job's): a grading's sandbox peaked at 306
+# threads and processes (its pids group's pids.peak), past the course's 256, where the job's JVM
+# died. Memory stays as it is, which holds both.
+SANDBOX_LIMITS = Limits(processes=768)
+# The self-test grades at most this many lab 9 submissions at once: two Spark drivers each, whose
+# sandbox peaked at 1.3 GB (memory cgroup's max_usage), and most of a core while they run.
+GRADINGS_AT_ONCE = 2
+
+
+def iso(t: datetime) -> str:
+    return t.strftime(TIME_FORMAT)
+
+
+def when(event: dict) -> datetime:
+    return datetime.strptime(event["dep_time"], TIME_FORMAT)
+
+
+def graders_flights(ctx: Context, cut_hour: int | None = None) -> list[dict]:
+    """A seeded day of January 2013 (2-31; the notebook uses day 1) plus made-up flights of
+    FAKE_CARRIER at seeded moments and delays, in event-time order."""
+    from cluster.lab import departures
+
+    day = ctx.rng.randrange(2, 32)
+    events = departures(day=day)
+    start_t, end_t = when(events[0]), when(events[-1])
+    for i in range(12):
+        at = start_t + timedelta(minutes=ctx.rng.randrange(int((end_t - start_t).total_seconds() // 60)))
+        origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
+        events.append({"id": f"2013-01-{day:02d} {FAKE_CARRIER}{ctx.rng.randrange(1000, 10000)} {origin}",
+                       "carrier": FAKE_CARRIER, "origin": origin, "dest": "ORD", "tailnum": None,
+                       "dep_delay": ctx.rng.randrange(-15, 300), "dep_time": iso(at)})
+    return sorted(events, key=lambda e: e["dep_time"])
+
+
+def send(ctx: Context, topic: str, events: list[dict]) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(**ctx.kafka, acks="all")
+    try:
+        for e in events:
+            producer.send(topic, key=e["origin"].encode(), value=json.dumps(e).encode())
+        producer.flush(30)
+    finally:
+        producer.close()
+
+
+def flights_topic(ctx: Context, events: list[dict]) -> str:
+    """The grader's topic of flights (read-only for the student's code), filled with events.
+    Kept forever: the records' own timestamps are recent, but retention is no worry either way."""
+    topic = graders_topic(ctx, "flights", 3, retention_ms="-1")
+    send(ctx, topic, events)
+    return topic
+
+
+KERNEL_SPARK = "__import__('cluster.spark', fromlist=['spark_session'])"
+SCHEMA = "id STRING, carrier STRING, origin STRING, dest STRING, tailnum STRING, dep_delay INT, dep_time TIMESTAMP"
+
+
+def reference_flights(topic: str):
+    """Run in the student's kernel by lab9-q2: the topic's flights as a DataFrame, its rows
+    parsed here in plain Python (not with the lab's Spark answer), so that q2 does not hang on
+    parse()."""
+    from cluster.connect import bootstrap_servers, connection, namespace
+    from cluster.lab import Lab
+    from cluster.spark import spark_session
+
+    rows = []
+    for record in Lab("lab9", bootstrap_servers(), namespace(), connection()).read(topic):
+        e = json.loads(record.value)
+        rows.append((e["id"], e["carrier"], e["origin"], e["dest"], e["tailnum"], e["dep_delay"], when(e)))
+    return spark_session().createDataFrame(rows, SCHEMA)
+
+
+def batch_read(topic: str) -> str:
+    """An expression, run in the student's kernel, for the raw DataFrame of the whole topic."""
+    return (f"{KERNEL_SPARK}.spark_session().read.format('kafka')"
+            f".options(**{KERNEL_SPARK}.kafka_options({topic!r})).load()")
+
+
+@check("lab9-q1", pause_kernel=False)   # the question runs Spark, a child of the kernel
+def parses_values(ctx: Context) -> None:
+    """parse(raw) turns the topic's JSON values into typed columns, dep_time a timestamp"""
+    events = graders_flights(ctx)
+    topic = flights_topic(ctx, events)
+    rows = ctx.sub.value(
+        f"[(r['id'], r['carrier'], r['origin'], r['dest'], r['tailnum'], r['dep_delay'], "
+        f"type(r['dep_time']).__name__, str(r['dep_time'])) for r in parse({batch_read(topic)}).collect()]")
+    expect(isinstance(rows, list), "parse(raw) should return a DataFrame with a row per record", found=rows)
+    types = sorted({str(r[6]) for r in rows})
+    expect(types in ([], ["datetime"]), "dep_time should be a timestamp column",
+           expected="datetime values", found=types,
+           hint="Declare dep_time as TIMESTAMP in the schema (or convert it with F.to_timestamp): "
+                "event-time windows and watermarks need a timestamp, not text.")
+    got = sorted(tuple(r[:6]) + (r[7],) for r in rows)
+    want = sorted((e["id"], e["carrier"], e["origin"], e["dest"], e["tailnum"], e["dep_delay"],
+                   str(when(e))) for e in events)
+    missing = sorted(set(want) - set(got))[:2]
+    extra = sorted(set(got) - set(want))[:2]
+    expect(got == want, f"the parsed flights of {topic}",
+           expected=f"{len(want)} rows, e.g. {want[0]}",
+           found=f"{len(got)} rows; missing e.g. {missing}; unexpected e.g. {extra}",
+           hint="Parse the value (bytes: cast to string first) with from_json and the schema given, then "
+                "select the struct's fields as columns (\"f.*\"). The checks use their own flights, not the "
+                "notebook's.")
+
+
+def hourly_truth(events: list[dict]) -> dict[tuple[str, str], tuple[int, float]]:
+    """(hour, origin) -> (flights, average delay) of the events, hours as 'YYYY-MM-DD HH:00:00'."""
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for e in events:
+        t = when(e)
+        groups[(str(t.replace(minute=0, second=0)), e["origin"])].append(e["dep_delay"])
+    return {k: (len(v), sum(v) / len(v)) for k, v in groups.items()}
+
+
+def close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * max(1.0, abs(b))
+
+
+def compare_hourly(found: list[tuple], truth: dict, required: set, what: str, hint: str) -> None:
+    """Each found (hour, origin, flights, avg_delay) row must be the truth's; no (hour, origin)
+    twice; every required (hour, origin) present."""
+    seen, wrong, twice = set(), [], []
+    for hour, origin, flights, avg in found:
+        key = (str(hour), origin)
+        if key in seen:
+            twice.append(key)
+        seen.add(key)
+        want = truth.get(key)
+        if want is None or flights != want[0] or not isinstance(avg, (int, float)) or not close(avg, want[1]):
+            wrong.append((key, (flights, avg), want))
+    missing = sorted(required - seen)
+    expect(not (wrong or twice or missing), what,
+           expected=f"{len(required)} (hour, origin) rows at least, each with its flights and average delay",
+           found=f"{len(found)} rows; wrong: {len(wrong)} e.g. {wrong[:2]}; twice: {twice[:2]}; "
+                 f"missing: {len(missing)} e.g. {missing[:2]}", hint=hint)
+
+
+@check("lab9-q2", pause_kernel=False)
+def hourly_delays_in_batch(ctx: Context) -> None:
+    """hourly_delays(flights) gives flights and average delay per origin and event-time hour"""
+    events = graders_flights(ctx)
+    topic = flights_topic(ctx, events)
+    # The flights parsed by the grader's code (in the kernel), so this part does not hang on parse().
+    parsed = f"__import__('autograder.checks.lab9', fromlist=['_']).reference_flights({topic!r})"
+    rows = ctx.sub.value(f"[(str(r['hour']), r['origin'], r['flights'], r['avg_delay']) "
+                         f"for r in hourly_delays({parsed}).collect()]")
+    expect(isinstance(rows, list) and all(isinstance(r, (list, tuple)) and len(r) == 4 for r in rows),
+           "hourly_delays(flights) should return a DataFrame with columns hour, origin, flights, avg_delay",
+           found=str(rows)[:200])
+    truth = hourly_truth(events)
+    compare_hourly(rows, truth, set(truth), f"hourly delays of the flights on {topic} (read as a batch)",
+                   hint="Group by F.window(\"dep_time\", \"1 hour\") and origin; hour is the window's start, "
+                        "flights the count, avg_delay the mean of dep_delay. A watermark changes nothing in a batch.")
+
+
+# --- lab9-q3: the job, crashed, restarted and fed late events -------------------------------
+
+def committed_files(folder: Path) -> list[Path] | None:
+    """The Parquet files a file sink committed, as Spark's own reader finds them: those its
+    _spark_metadata log lists ("add" entries; a compacted N.compact holds the earlier ones).
+    None if there is no log: then every Parquet file in the folder."""
+    log = folder / "_spark_metadata"
+    if not log.is_dir():
+        return None
+    entries = sorted((p for p in log.iterdir() if p.name.split(".")[0].isdigit()),
+                     key=lambda p: int(p.name.split(".")[0]))
+    compacts = [p for p in entries if p.name.endswith(".compact")]
+    if compacts:   # the last compaction holds everything before it
+        entries = [p for p in entries if int(p.name.split(".")[0]) >= int(compacts[-1].name.split(".")[0])]
+    files = {}
+    for entry in entries:
+        text = read_student_file(entry) or ""
+        for line in text.splitlines()[1:]:    # the first line is the format's version ("v1")
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            path = Path(str(item.get("path", "")).removeprefix("file://"))
+            if item.get("action") == "add":
+                files[path.name] = folder / path.name
+            elif item.get("action") == "delete":
+                files.pop(path.name, None)
+    return list(files.values())
+
+
+def read_output(ctx: Context) -> list[tuple]:
+    """The job's rows (hour, origin, flights, avg_delay) as Spark would read the folder."""
+    import pyarrow.parquet as pq
+
+    folder = ctx.workdir / OUTPUT
+    expect(folder.is_dir(), f"{JOB_SCRIPT} wrote no {OUTPUT}/ folder",
+           hint=f"Write the stream to Parquet files in {OUTPUT}/ (the job's second argument).")
+    files = committed_files(folder)
+    if files is None:
+        files = sorted(folder.glob("*.parquet"))
+    rows = []
+    for f in files:
+        expect(f.is_file() and not f.is_symlink(), f"{f.name} is listed in the job's output but is not a file")
+        try:
+            table = pq.read_table(f)
+        except Exception as e:   # noqa: BLE001 - a torn or foreign file, in the student's words
+            raise CheckFailed(f"{OUTPUT}/{f.name} is not a readable Parquet file ({type(e).__name__})",
+                              hint="Let Spark's file sink write the folder; write nothing else there.") from None
+        names = set(table.column_names)
+        expect({"hour", "origin", "flights", "avg_delay"} <= names,
+               f"the columns of {OUTPUT}/{f.name}", expected=["hour", "origin", "flights", "avg_delay"],
+               found=sorted(names))
+        for r in table.select(["hour", "origin", "flights", "avg_delay"]).to_pylist():
+            rows.append((str(r["hour"]), r["origin"], r["flights"], r["avg_delay"]))
+    return rows
+
+
+def run_job(ctx: Context, topic: str, tag: str, fail_batch: int | None = None) -> str:
+    """One run of the student's job over what the topic holds. With fail_batch: that micro-batch
+    fails at the worst moment, its output written and its commit not: once the batch before it
+    has committed, the grader puts a folder where the batch's commit file will go, so Spark
+    cannot write it and the query stops with an error. A sink that cannot tell a repeated batch
+    from a new one then writes that batch's rows twice when the job is restarted."""
+    run = start(ctx, JOB_SCRIPT, topic, OUTPUT, CHECKPOINT, tag=tag)
+    if fail_batch is None:
+        code = wait(run, JOB_DEADLINE_S)
+    else:
+        commits = ctx.workdir / CHECKPOINT / "commits"
+        blocked = False
+        deadline = time.monotonic() + JOB_DEADLINE_S
+        while run.proc.poll() is None and time.monotonic() < deadline:
+            if not blocked and (commits / str(fail_batch - 1)).exists():
+                (commits / str(fail_batch)).mkdir(exist_ok=True)
+                blocked = True
+            time.sleep(0.01)
+        ended = run.proc.poll()
+        stop(run.proc)
+        if blocked and (commits / str(fail_batch)).is_dir():
+            shutil.rmtree(commits / str(fail_batch))
+            return f"{tag}: failed in micro-batch {fail_batch}, after its output and before its commit"
+        last = (run.output().strip().splitlines() or ["(no output)"])[-1]
+        why = ("ended before it" if ended == 0 else f"failed before it: {last}" if ended is not None else
+               f"had not committed micro-batch {fail_batch - 1} after {JOB_DEADLINE_S} s")
+        raise CheckFailed(f"the grader meant to make {JOB_SCRIPT} fail in its micro-batch {fail_batch}, but it {why}",
+                          found=run.output()[-600:] if ended else None,
+                          hint="Read at most 100 records per micro-batch (maxOffsetsPerTrigger), keep the "
+                               f"checkpoint in {CHECKPOINT}/ and the output in {OUTPUT}/ (the arguments), and run "
+                               "the query with trigger(availableNow=True) until it ends.")
+    if code != 0:
+        last = (run.output().strip().splitlines() or ["(no output)"])[-1]
+        raise CheckFailed(f"{JOB_SCRIPT} ({tag}) failed: {last}", found=run.output()[-600:],
+                          hint="Run the job's cell and read its whole error; a restart must read the checkpoint "
+                               "the run before left.")
+    return f"{tag}: exit 0"
+
+
+def late_events(ctx: Context, first: list[dict], day: str) -> tuple[dict, dict]:
+    """Two flights the grader adds after the first runs, both late: one in an hour whose window
+    the watermark has already closed (to be dropped), one at the start of the last hour the job
+    has seen, whose window is still open (to be counted)."""
+    last = when(first[-1])
+    open_hour = last.replace(minute=0, second=0)        # its window ends after the last event: still open
+    closed_hour = open_hour - 3 * WINDOW                 # ended long before any watermark the job reached
+    origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
+    make = lambda at, delay: {  # noqa: E731
+        "id": f"{day} {FAKE_CARRIER}{ctx.rng.randrange(1000, 10000)} {origin}", "carrier": FAKE_CARRIER,
+        "origin": origin, "dest": "ATL", "tailnum": None, "dep_delay": delay, "dep_time": iso(at)}
+    dropped = make(closed_hour + timedelta(minutes=ctx.rng.randrange(5, 55)), ctx.rng.randrange(100, 400))
+    counted = make(open_hour + timedelta(minutes=ctx.rng.randrange(0, 5)), ctx.rng.randrange(100, 400))
+    return dropped, counted
+
+
+@check("lab9-q3")
+def job_exactly_once(ctx: Context) -> str:
+    """the streaming job, failed mid-stream and restarted, then fed late flights, writes exactly the hourly truth"""
+    for name in (OUTPUT, CHECKPOINT):
+        target = ctx.workdir / name
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        elif target.is_dir():
+            shutil.rmtree(target)
+    events = graders_flights(ctx)
+    day = events[0]["id"][:10]
+    cut = len(events) // 2
+    first, rest = events[:cut], events[cut:]
+    topic = flights_topic(ctx, first)
+    history = [run_job(ctx, topic, "run 1", fail_batch=ctx.rng.choice([2, 3])),
+               run_job(ctx, topic, "run 2 (restart)")]
+    dropped, counted = late_events(ctx, first, day)
+    send(ctx, topic, [dropped, counted] + rest)
+    history.append(run_job(ctx, topic, "run 3 (late flights and the rest of the day)"))
+    # The truth: every flight but the dropped one; windows are written once the watermark
+    # (the latest event time minus 30 minutes) has passed their end. The last hour or two
+    # may still be open, so they may be missing; rows that are there must be right.
+    truth = hourly_truth([e for e in events if e is not dropped] + [counted])
+    watermark = when(events[-1]) - WATERMARK
+    required = {k for k in truth if datetime.strptime(k[0], "%Y-%m-%d %H:%M:%S") + 2 * WINDOW <= watermark}
+    found = read_output(ctx)
+    late_key = (str(when(dropped).replace(minute=0, second=0)), dropped["origin"])
+    counted_key = (str(when(counted).replace(minute=0, second=0)), counted["origin"])
+    with_dropped = hourly_truth([e for e in events] + [dropped, counted])
+    hint = ("The job counted a flight that came after its hour's window had closed: only a watermark "
+            "(withWatermark(\"dep_time\", \"30 minutes\")) with append mode lets Spark drop it."
+            if any((str(h), o) == late_key and f == with_dropped[late_key][0] for h, o, f, _ in found) else
+            "Some hours are there twice: did each run write its own copy? Let the file sink and the checkpoint "
+            "decide what is written, so a restarted run repeats nothing."
+            if len({(str(h), o) for h, o, _, _ in found}) < len(found) else
+            "Some hours are missing or wrong: does a restart start from the checkpoint (the same folder every "
+            "run), and does every run read the topic from the earliest offset the first time?")
+    compare_hourly(found, truth, required,
+                   f"{OUTPUT}/ after {'; '.join(history)}; the late flight at {dropped['dep_time']} should be "
+                   f"dropped (its hour's window had closed), the one at {counted['dep_time']} counted "
+                   f"(in {counted_key[0]}, {counted_key[1]})", hint)
+    return "; ".join(history)
