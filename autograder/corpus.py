@@ -955,8 +955,12 @@ c.close()
                    '    return raw.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("f")).select("f.*")\n'),
               Edit("lab9-hourly", "sub", "return (parse(None).withWatermark", "return (flights.withWatermark")),
              fails("lab9-q1", "lab9-q2")),
+    Scenario("inner-join", "lab9", "joins the airline names with an inner join, so flights of an airline the "
+             "table lacks disappear",
+             (Edit("lab9-join", "sub", 'flights.join(names, "carrier")', 'flights.join(names, "carrier", "left")'),),
+             fails("lab9-q4")),
     Scenario("other-styles", "lab9", "parse with get_json_object and casts, windows as SQL expressions and a "
-             "mean, a job with smaller micro-batches",
+             "mean, a job with smaller micro-batches, airline names looked up by a Python UDF",
              (Edit("lab9-parse", "sub",
                    '    j = F.col("value").cast("string")\n'
                    '    texts = [F.get_json_object(j, f"$.{c}").alias(c) for c in ("id", "carrier", "origin", "dest", "tailnum")]\n'
@@ -969,7 +973,11 @@ c.close()
                    "            .groupBy(F.expr(\"window(dep_time, '60 minutes') AS w\"), 'origin')\n"
                    "            .agg(F.expr('count(1) AS flights'), F.mean('dep_delay').alias('avg_delay'))\n"
                    "            .selectExpr('w.start AS hour', 'origin', 'flights', 'avg_delay'))\n"),
-              Edit("lab9-job", "sub", 'maxOffsetsPerTrigger="60"', 'maxOffsetsPerTrigger="100"')),
+              Edit("lab9-job", "sub", 'maxOffsetsPerTrigger="60"', 'maxOffsetsPerTrigger="100"'),
+              Edit("lab9-join", "sub",
+                   "name_of = {a['carrier']: a['name'] for a in airlines()}\n"
+                   "    return flights.withColumn('name', F.udf(name_of.get)('carrier'))",
+                   'return flights.join(names, "carrier", "left")')),
              fails()),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),

