@@ -12,7 +12,7 @@ import json
 import shutil
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ..sandbox import Limits
@@ -37,6 +37,20 @@ SANDBOX_LIMITS = Limits(processes=768)
 GRADINGS_AT_ONCE = 1
 SLOWEST_CELL_S = 120                       # the set-up cell starts Spark: seconds alone, far more when loaded
 CHECKS_BUDGET_S = 3 * JOB_DEADLINE_S + 120   # the job's three runs and the other checks
+
+
+def utc_text(value, naive_is_local: bool) -> str:
+    """A timestamp as UTC text, "2013-01-01 10:00:00". PySpark's collect() gives naive datetimes in
+    the Python process's local time (not Spark's session time zone), so on a laptop outside UTC
+    they read differently: naive_is_local=True for those. pyarrow gives Spark's Parquet timestamps
+    naive in UTC, or aware (TIMESTAMP_MICROS, adjusted to UTC)."""
+    if not isinstance(value, datetime):
+        return str(value)
+    if value.tzinfo is None and naive_is_local:
+        value = value.astimezone()            # local -> aware
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    return str(value)
 
 
 def iso(t: datetime) -> str:
@@ -76,15 +90,16 @@ def send(ctx: Context, topic: str, events: list[dict]) -> None:
         producer.close()
 
 
-def flights_topic(ctx: Context, events: list[dict]) -> str:
+def flights_topic(ctx: Context, events: list[dict], partitions: int = 3) -> str:
     """The grader's topic of flights (read-only for the student's code), filled with events.
     Kept forever: the records' own timestamps are recent, but retention is no worry either way."""
-    topic = graders_topic(ctx, "flights", 3, retention_ms="-1")
+    topic = graders_topic(ctx, "flights", partitions, retention_ms="-1")
     send(ctx, topic, events)
     return topic
 
 
 KERNEL_SPARK = "__import__('cluster.spark', fromlist=['spark_session'])"
+IN_KERNEL = "__import__('autograder.checks.lab9', fromlist=['_'])"     # this module, in the student's kernel
 SCHEMA = "id STRING, carrier STRING, origin STRING, dest STRING, tailnum STRING, dep_delay INT, dep_time TIMESTAMP"
 
 
@@ -99,7 +114,9 @@ def reference_flights(topic: str):
     rows = []
     for record in Lab("lab9", bootstrap_servers(), namespace(), connection()).read(topic):
         e = json.loads(record.value)
-        rows.append((e["id"], e["carrier"], e["origin"], e["dest"], e["tailnum"], e["dep_delay"], when(e)))
+        # aware (UTC): PySpark would read a naive datetime as the machine's local time
+        rows.append((e["id"], e["carrier"], e["origin"], e["dest"], e["tailnum"], e["dep_delay"],
+                     when(e).replace(tzinfo=timezone.utc)))
     return spark_session().createDataFrame(rows, SCHEMA)
 
 
@@ -116,7 +133,8 @@ def parses_values(ctx: Context) -> None:
     topic = flights_topic(ctx, events)
     rows = ctx.sub.value(
         f"[(r['id'], r['carrier'], r['origin'], r['dest'], r['tailnum'], r['dep_delay'], "
-        f"type(r['dep_time']).__name__, str(r['dep_time'])) for r in parse({batch_read(topic)}).collect()]")
+        f"type(r['dep_time']).__name__, {IN_KERNEL}.utc_text(r['dep_time'], True)) "
+        f"for r in parse({batch_read(topic)}).collect()]")
     expect(isinstance(rows, list), "parse(raw) should return a DataFrame with a row per record", found=rows)
     types = sorted({str(r[6]) for r in rows})
     expect(types in ([], ["datetime"]), "dep_time should be a timestamp column",
@@ -159,7 +177,11 @@ def compare_hourly(found: list[tuple], truth: dict, required: set, what: str, hi
             twice.append(key)
         seen.add(key)
         want = truth.get(key)
-        if want is None or flights != want[0] or not isinstance(avg, (int, float)) or not close(avg, want[1]):
+        try:
+            avg = float(avg)               # a Decimal average is as good as a double
+        except (TypeError, ValueError):
+            pass
+        if want is None or flights != want[0] or not isinstance(avg, float) or not close(avg, want[1]):
             wrong.append((key, (flights, avg), want))
     missing = sorted(required - seen)
     expect(not (wrong or twice or missing), what,
@@ -174,8 +196,8 @@ def hourly_delays_in_batch(ctx: Context) -> None:
     events = graders_flights(ctx)
     topic = flights_topic(ctx, events)
     # The flights parsed by the grader's code (in the kernel), so this part does not hang on parse().
-    parsed = f"__import__('autograder.checks.lab9', fromlist=['_']).reference_flights({topic!r})"
-    rows = ctx.sub.value(f"[(str(r['hour']), r['origin'], r['flights'], r['avg_delay']) "
+    parsed = f"{IN_KERNEL}.reference_flights({topic!r})"
+    rows = ctx.sub.value(f"[({IN_KERNEL}.utc_text(r['hour'], True), r['origin'], r['flights'], r['avg_delay']) "
                          f"for r in hourly_delays({parsed}).collect()]")
     expect(isinstance(rows, list) and all(isinstance(r, (list, tuple)) and len(r) == 4 for r in rows),
            "hourly_delays(flights) should return a DataFrame with columns hour, origin, flights, avg_delay",
@@ -195,7 +217,7 @@ def joins_airline_names(ctx: Context) -> None:
     topic = flights_topic(ctx, events)
     names = (f"{KERNEL_SPARK}.spark_session().createDataFrame("
              f"__import__('cluster.lab', fromlist=['_']).airlines())")
-    parsed = f"__import__('autograder.checks.lab9', fromlist=['_']).reference_flights({topic!r})"
+    parsed = f"{IN_KERNEL}.reference_flights({topic!r})"
     rows = ctx.sub.value(f"[(r['id'], r['name']) for r in with_airline({parsed}, {names}).collect()]")
     expect(isinstance(rows, list), "with_airline(flights, names) should return a DataFrame with a name column",
            found=str(rows)[:200])
@@ -218,7 +240,7 @@ def joins_airline_names(ctx: Context) -> None:
 def committed_files(folder: Path) -> list[Path] | None:
     """The Parquet files a file sink committed, as Spark's own reader finds them: those its
     _spark_metadata log lists ("add" entries; a compacted N.compact holds the earlier ones).
-    None if there is no log: then every Parquet file in the folder."""
+    None if there is no log."""
     log = folder / "_spark_metadata"
     if not log.is_dir():
         return None
@@ -250,9 +272,12 @@ def read_output(ctx: Context) -> list[tuple]:
     folder = ctx.workdir / OUTPUT
     expect(folder.is_dir(), f"{JOB_SCRIPT} wrote no {OUTPUT}/ folder",
            hint=f"Write the stream to Parquet files in {OUTPUT}/ (the job's second argument).")
+    no_links(ctx, OUTPUT, f"{OUTPUT}/_spark_metadata")
     files = committed_files(folder)
-    if files is None:
-        files = sorted(folder.glob("*.parquet"))
+    expect(files is not None, f"{OUTPUT}/ has no _spark_metadata log",
+           hint="Write with Spark's file sink (writeStream.format(\"parquet\") with the path OUTPUT): its log says "
+                "which files each micro-batch committed, so a batch run twice is written once. Files written "
+                "another way are not read.")
     rows = []
     for f in files:
         expect(f.is_file() and not f.is_symlink(), f"{f.name} is listed in the job's output but is not a file")
@@ -266,8 +291,16 @@ def read_output(ctx: Context) -> list[tuple]:
                f"the columns of {OUTPUT}/{f.name}", expected=["hour", "origin", "flights", "avg_delay"],
                found=sorted(names))
         for r in table.select(["hour", "origin", "flights", "avg_delay"]).to_pylist():
-            rows.append((str(r["hour"]), r["origin"], r["flights"], r["avg_delay"]))
+            rows.append((utc_text(r["hour"], False), r["origin"], r["flights"], r["avg_delay"]))
     return rows
+
+
+def no_links(ctx: Context, *names: str) -> None:
+    """The grader acts on these paths in the notebook's folder with its own rights: none may be a
+    link (to the grader's own files, say)."""
+    for name in names:
+        expect(not (ctx.workdir / name).is_symlink(), f"{name} is a symbolic link",
+               hint="Let Spark create its folders; the grader follows no links out of your folder.")
 
 
 def run_job(ctx: Context, topic: str, tag: str, fail_batch: int | None = None) -> str:
@@ -282,6 +315,7 @@ def run_job(ctx: Context, topic: str, tag: str, fail_batch: int | None = None) -
     else:
         commits = ctx.workdir / CHECKPOINT / "commits"
         blocked = False
+        no_links(ctx, CHECKPOINT, f"{CHECKPOINT}/commits")
         deadline = time.monotonic() + JOB_DEADLINE_S
         while run.proc.poll() is None and time.monotonic() < deadline:
             if not blocked and (commits / str(fail_batch - 1)).exists():
@@ -290,11 +324,14 @@ def run_job(ctx: Context, topic: str, tag: str, fail_batch: int | None = None) -
             time.sleep(0.01)
         ended = run.proc.poll()
         stop(run.proc)
-        if blocked and (commits / str(fail_batch)).is_dir():
+        attempted = (ctx.workdir / CHECKPOINT / "offsets" / str(fail_batch)).exists()
+        if blocked and (commits / str(fail_batch)).is_dir() and not (commits / str(fail_batch)).is_symlink():
             shutil.rmtree(commits / str(fail_batch))
+        if blocked and attempted and ended not in (None, 0):
             return f"{tag}: failed in micro-batch {fail_batch}, after its output and before its commit"
         last = (run.output().strip().splitlines() or ["(no output)"])[-1]
-        why = ("ended before it" if ended == 0 else f"failed before it: {last}" if ended is not None else
+        why = ("ended before it" if ended == 0 else f"failed before it: {last}" if ended is not None and not blocked
+               else f"did not stop within {JOB_DEADLINE_S} s" if blocked else
                f"had not committed micro-batch {fail_batch - 1} after {JOB_DEADLINE_S} s")
         raise CheckFailed(f"the grader meant to make {JOB_SCRIPT} fail in its micro-batch {fail_batch}, but it {why}",
                           found=run.output()[-600:] if ended else None,
@@ -338,7 +375,10 @@ def job_exactly_once(ctx: Context) -> str:
     day = events[0]["id"][:10]
     cut = len(events) // 2
     first, rest = events[:cut], events[cut:]
-    topic = flights_topic(ctx, first)
+    # One partition: Spark splits a micro-batch across partitions by records waiting, not by time,
+    # and the watermark is one for all; with the flights keyed by airport in three partitions, a
+    # job with small micro-batches could fall behind it in one partition and rightly drop flights.
+    topic = flights_topic(ctx, first, partitions=1)
     history = [run_job(ctx, topic, "run 1", fail_batch=ctx.rng.choice([2, 3])),
                run_job(ctx, topic, "run 2 (restart)")]
     dropped, counted = late_events(ctx, first, day)

@@ -70,3 +70,24 @@ def test_every_latency_sample_takes_any_usual_percentile_and_rejects_max_and_mea
                 assert within(float(np.percentile(sample, q, method=method)), sample, q), (seed, q, method)
             for method in ("exclusive", "inclusive"):
                 assert within(statistics.quantiles(sample, n=100, method=method)[q - 1], sample, q), (seed, q, method)
+
+
+def test_lab9_reads_timestamps_as_utc_whatever_the_machines_time_zone(monkeypatch):
+    """PySpark's collect() gives naive datetimes in the machine's local time: a laptop in India
+    must not fail lab 9's self-checks (its hours would read 15:30 instead of 10:00)."""
+    import time
+    from datetime import datetime, timezone
+
+    from autograder.checks.lab9 import utc_text
+
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    try:
+        collected = datetime.fromtimestamp(datetime(2013, 1, 1, 10, tzinfo=timezone.utc).timestamp())
+        assert str(collected) == "2013-01-01 15:30:00"                    # what collect() gives there
+        assert utc_text(collected, naive_is_local=True) == "2013-01-01 10:00:00"
+        assert utc_text(datetime(2013, 1, 1, 10), naive_is_local=False) == "2013-01-01 10:00:00"   # pyarrow, INT96
+        assert utc_text(datetime(2013, 1, 1, 10, tzinfo=timezone.utc), False) == "2013-01-01 10:00:00"   # MICROS
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

@@ -16,7 +16,7 @@ from kafka import KafkaProducer
 from kafka.admin import NewTopic
 
 from autograder.checks import CheckFailed
-from autograder.checks.lab9 import WATERMARK, WINDOW, compare_hourly, committed_files, hourly_truth, when
+from autograder.checks.lab9 import WATERMARK, WINDOW, compare_hourly, committed_files, hourly_truth, utc_text, when
 from autograder.pipeline import SOLUTIONS
 from cluster import connection
 from cluster.lab import departures
@@ -61,7 +61,7 @@ def test_lab9s_job_runs_unchanged_on_a_standalone_cluster(cluster, admin, topic,
     rows = []
     for f in committed_files(tmp_path / "hourly"):
         for r in pq.read_table(f).to_pylist():
-            rows.append((str(r["hour"]), r["origin"], r["flights"], r["avg_delay"]))
+            rows.append((utc_text(r["hour"], False), r["origin"], r["flights"], r["avg_delay"]))
     truth = hourly_truth(events)
     watermark = when(events[-1]) - WATERMARK
     # availableNow ends with a batch that moves the watermark: every hour closed by then is written
