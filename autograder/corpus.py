@@ -979,6 +979,40 @@ c.close()
                    "    return flights.withColumn('name', F.udf(name_of.get)('carrier'))",
                    'return flights.join(names, "carrier", "left")')),
              fails()),
+    Scenario("job-without-spark", "lab9", "delays_job.py reads the topic with kafka-python, sums with pandas "
+             "and writes a Parquet file itself: right numbers on a quiet day, but no checkpoint, so nothing "
+             "survives a failure (shortcut)",
+             (Edit("lab9-job", "replace",
+                   "%%writefile delays_job.py\n"
+                   "import json, pathlib, sys\n"
+                   "import pandas as pd\n"
+                   "from kafka import KafkaConsumer, TopicPartition\n"
+                   "from cluster import connection\n\n"
+                   "topic, output, checkpoint = sys.argv[1:4]\n"
+                   "consumer = KafkaConsumer(**connection(), auto_offset_reset='earliest')\n"
+                   "parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]\n"
+                   "consumer.assign(parts)\n"
+                   "ends = consumer.end_offsets(parts)\n"
+                   "rows = []\n"
+                   "while any(consumer.position(tp) < ends[tp] for tp in parts):\n"
+                   "    for records in consumer.poll(timeout_ms=1000).values():\n"
+                   "        rows += [json.loads(r.value) for r in records]\n"
+                   "frame = pd.DataFrame(rows)\n"
+                   "frame['hour'] = pd.to_datetime(frame['dep_time']).dt.floor('h')\n"
+                   "out = (frame.groupby(['hour', 'origin'])\n"
+                   "       .agg(flights=('id', 'count'), avg_delay=('dep_delay', 'mean')).reset_index())\n"
+                   "pathlib.Path(output).mkdir(exist_ok=True)\n"
+                   "out.to_parquet(pathlib.Path(output) / 'part-0.parquet')\n"),),
+             fails("lab9-q3")),
+    Scenario("partitioned-by-origin", "lab9", "the job partitions its Parquet output by origin "
+             "(origin=JFK/part-...), so the origin is in the folder names, not in the files",
+             (Edit("lab9-job", "sub", 'writeStream.format("parquet").partitionBy("origin").outputMode("append")',
+                   'writeStream.format("parquet").outputMode("append")'),),
+             fails()),
+    Scenario("laptop-in-india", "lab9", "the solution, on a laptop whose clock is set to India's time zone "
+             "(TZ=Asia/Kolkata, half an hour off the hours): collect() gives local times, the hours are UTC's",
+             (Edit("lab9-setup", "before", "import os, time\nos.environ['TZ'] = 'Asia/Kolkata'\ntime.tzset()\n"),),
+             fails()),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),
              note="Read-only file system"),

@@ -83,6 +83,12 @@ def cases(selected: list[str], workdir: Path) -> list[Case]:
     return corpus + last
 
 
+def case_names(selected: list[str]) -> list[tuple[str, str]]:
+    """(lab, case) of every grading `cases` makes for these labs: one test each in the suite."""
+    return [(lab, s.name) for lab in selected for s in scenarios(lab)] + \
+           [(lab, name) for lab in selected for name in ("blank-release", "solution")]
+
+
 def expected_scores(s: Scenario, parts: dict[str, float]) -> dict[str, float]:
     unknown = s.fails - set(parts)
     if unknown:
@@ -305,6 +311,14 @@ def grade_all(selected: list[str], jobs: int = 2, corpus_dir: Path | None = None
         if broker_settings() != settings:
             changed.append("the brokers' settings changed")
     return Report(outcomes, changed)
+
+
+def verdict(report: Report, lab: str, case: str) -> str | None:
+    """None if the case was graded as expected, else why not (for a test's assertion)."""
+    outcome = next((o for o in report.outcomes if (o.case.lab, o.case.name) == (lab, case)), None)
+    if outcome is None:
+        return f"{lab} {case} was not graded"
+    return None if outcome.ok else describe(outcome)
 
 
 def describe(o: Outcome, width: int = 0) -> str:

@@ -40,9 +40,9 @@ def expect_equal(found: Any, expected: Any, what: str, hint: str = "") -> None:
 class Submission(Protocol):
     """What a check may ask of the student's code."""
 
-    def value(self, expr: str) -> Any:
+    def value(self, expr: str, timeout: float = ...) -> Any:
         """The value of a Python expression in the notebook (literals only: numbers,
-        strings, bytes, lists, tuples, dicts, sets, None)."""
+        strings, bytes, lists, tuples, dicts, sets, None); `timeout`: how long it may take."""
 
 
 class LocalSubmission:
@@ -51,7 +51,7 @@ class LocalSubmission:
     def __init__(self, user_ns: dict):
         self.ns = user_ns
 
-    def value(self, expr: str) -> Any:
+    def value(self, expr: str, timeout: float | None = None) -> Any:   # in the kernel: no time limit
         try:
             found = eval(expr, self.ns)  # noqa: S307 - the student's own kernel
         except NameError as e:
@@ -170,6 +170,12 @@ def lab_of(label: str) -> str:
 
 def checks_module(lab: str):
     return importlib.import_module(f"autograder.checks.{lab}")
+
+
+def uses_spark(lab: str) -> bool:
+    """A lab whose gradings run Spark jobs (lab 9): a minute of both cores each, so its whole
+    gradings and notebooks are the test suite's second layer (`make test-spark`)."""
+    return bool(getattr(checks_module(lab), "USES_SPARK", False))
 
 
 def checks_for(lab: str) -> dict[str, Check]:

@@ -26,17 +26,18 @@ WATERMARK = timedelta(minutes=30)
 WINDOW = timedelta(hours=1)
 FAKE_CARRIER = "ZZ"            # no such airline: its flights exist only on the grader's topics
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+USES_SPARK = True              # its whole gradings are the `spark` layer of the tests (make test-spark)
 JOB_DEADLINE_S = 120           # one run of the job (Spark's start included)
 # Two Spark drivers at once (the kernel's and the job's): a grading's sandbox peaked at 306
 # threads and processes (its pids group's pids.peak), past the course's 256, where the job's JVM
 # died. Memory stays as it is, which holds both.
 SANDBOX_LIMITS = Limits(processes=768)
-# The self-test grades one lab 9 submission at a time: two Spark drivers each, whose sandbox
-# peaked at 1.3 GB (memory cgroup's max_usage), and a core while they run; two at once beside the
-# other labs' gradings took Spark 20 s and more to start in CI.
-GRADINGS_AT_ONCE = 1
+# The self-test grades at most two lab 9 submissions at once: two Spark drivers each, whose
+# sandbox peaked at 1.3 GB (memory cgroup's max_usage), and a core while they run.
+GRADINGS_AT_ONCE = 2
 SLOWEST_CELL_S = 120                       # the set-up cell starts Spark: seconds alone, far more when loaded
 CHECKS_BUDGET_S = 3 * JOB_DEADLINE_S + 120   # the job's three runs and the other checks
+SPARK_VALUE_S = 120            # a value the grader reads by running a Spark job in the kernel
 
 
 def utc_text(value, naive_is_local: bool) -> str:
@@ -134,7 +135,7 @@ def parses_values(ctx: Context) -> None:
     rows = ctx.sub.value(
         f"[(r['id'], r['carrier'], r['origin'], r['dest'], r['tailnum'], r['dep_delay'], "
         f"type(r['dep_time']).__name__, {IN_KERNEL}.utc_text(r['dep_time'], True)) "
-        f"for r in parse({batch_read(topic)}).collect()]")
+        f"for r in parse({batch_read(topic)}).collect()]", timeout=SPARK_VALUE_S)
     expect(isinstance(rows, list), "parse(raw) should return a DataFrame with a row per record", found=rows)
     types = sorted({str(r[6]) for r in rows})
     expect(types in ([], ["datetime"]), "dep_time should be a timestamp column",
@@ -198,7 +199,8 @@ def hourly_delays_in_batch(ctx: Context) -> None:
     # The flights parsed by the grader's code (in the kernel), so this part does not hang on parse().
     parsed = f"{IN_KERNEL}.reference_flights({topic!r})"
     rows = ctx.sub.value(f"[({IN_KERNEL}.utc_text(r['hour'], True), r['origin'], r['flights'], r['avg_delay']) "
-                         f"for r in hourly_delays({parsed}).collect()]")
+                         f"for r in hourly_delays({parsed}).collect()]",
+                         timeout=SPARK_VALUE_S)
     expect(isinstance(rows, list) and all(isinstance(r, (list, tuple)) and len(r) == 4 for r in rows),
            "hourly_delays(flights) should return a DataFrame with columns hour, origin, flights, avg_delay",
            found=str(rows)[:200])
@@ -218,7 +220,8 @@ def joins_airline_names(ctx: Context) -> None:
     names = (f"{KERNEL_SPARK}.spark_session().createDataFrame("
              f"__import__('cluster.lab', fromlist=['_']).airlines())")
     parsed = f"{IN_KERNEL}.reference_flights({topic!r})"
-    rows = ctx.sub.value(f"[(r['id'], r['name']) for r in with_airline({parsed}, {names}).collect()]")
+    rows = ctx.sub.value(f"[(r['id'], r['name']) for r in with_airline({parsed}, {names}).collect()]",
+                         timeout=SPARK_VALUE_S)
     expect(isinstance(rows, list), "with_airline(flights, names) should return a DataFrame with a name column",
            found=str(rows)[:200])
     name_of = {a["carrier"]: a["name"] for a in airlines()}
@@ -257,12 +260,41 @@ def committed_files(folder: Path) -> list[Path] | None:
                 item = json.loads(line)
             except ValueError:
                 continue
-            path = Path(str(item.get("path", "")).removeprefix("file://"))
+            rel = inside(folder, str(item.get("path", "")))
+            if rel is None:
+                continue
             if item.get("action") == "add":
-                files[path.name] = folder / path.name
+                files[rel] = folder / rel
             elif item.get("action") == "delete":
-                files.pop(path.name, None)
+                files.pop(rel, None)
     return list(files.values())
+
+
+def inside(folder: Path, logged: str) -> Path | None:
+    """A path the file sink logged, relative to the output folder: "part-0.parquet", or
+    "origin=JFK/part-0.parquet" when the job partitions its output (partitionBy). The log holds
+    the path as the job saw it, so only what follows the folder's name is kept; nothing that
+    climbs out of the folder."""
+    parts = Path(logged.removeprefix("file:").lstrip("/") or ".").parts
+    if folder.name not in parts:
+        return Path(parts[-1]) if parts else None
+    rest = parts[len(parts) - 1 - parts[::-1].index(folder.name) + 1:]
+    if not rest or ".." in rest:
+        return None
+    return Path(*rest)
+
+
+def partition_values(folder: Path, file: Path) -> dict[str, str]:
+    """The columns a partitioned output keeps in its folder names (origin=JFK/...): Spark
+    reads them back from the path, so the grader does too."""
+    from urllib.parse import unquote
+
+    values = {}
+    for name in file.relative_to(folder).parts[:-1]:
+        key, sep, value = name.partition("=")
+        if sep:
+            values[unquote(key)] = None if value == "__HIVE_DEFAULT_PARTITION__" else unquote(value)
+    return values
 
 
 def read_output(ctx: Context) -> list[tuple]:
@@ -280,17 +312,20 @@ def read_output(ctx: Context) -> list[tuple]:
                 "another way are not read.")
     rows = []
     for f in files:
-        expect(f.is_file() and not f.is_symlink(), f"{f.name} is listed in the job's output but is not a file")
+        expect(f.is_file() and not f.is_symlink() and not any(p.is_symlink() for p in f.parents if folder in p.parents),
+               f"{f.relative_to(folder)} is listed in the job's output but is not a file in it")
         try:
             table = pq.read_table(f)
         except Exception as e:   # noqa: BLE001 - a torn or foreign file, in the student's words
-            raise CheckFailed(f"{OUTPUT}/{f.name} is not a readable Parquet file ({type(e).__name__})",
+            raise CheckFailed(f"{OUTPUT}/{f.relative_to(folder)} is not a readable Parquet file ({type(e).__name__})",
                               hint="Let Spark's file sink write the folder; write nothing else there.") from None
-        names = set(table.column_names)
+        from_path = partition_values(folder, f)
+        names = set(table.column_names) | set(from_path)
         expect({"hour", "origin", "flights", "avg_delay"} <= names,
-               f"the columns of {OUTPUT}/{f.name}", expected=["hour", "origin", "flights", "avg_delay"],
+               f"the columns of {OUTPUT}/{f.relative_to(folder)}", expected=["hour", "origin", "flights", "avg_delay"],
                found=sorted(names))
-        for r in table.select(["hour", "origin", "flights", "avg_delay"]).to_pylist():
+        for r in table.to_pylist():
+            r = {**r, **from_path}
             rows.append((utc_text(r["hour"], False), r["origin"], r["flights"], r["avg_delay"]))
     return rows
 

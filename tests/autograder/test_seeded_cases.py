@@ -91,3 +91,25 @@ def test_lab9_reads_timestamps_as_utc_whatever_the_machines_time_zone(monkeypatc
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def test_lab9_reads_a_partitioned_output_as_spark_does(tmp_path):
+    """A job that partitions its Parquet by origin (partitionBy) writes origin=JFK/part-...: the
+    file sink's log lists those paths as the job saw them, and the origin lives in the folder's
+    name, not in the file. The grader reads it back as Spark would; nothing outside the folder."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from autograder.checks.lab9 import committed_files, inside, partition_values
+
+    out = tmp_path / "hourly"
+    (out / "origin=JFK").mkdir(parents=True)
+    (out / "_spark_metadata").mkdir()
+    pq.write_table(pa.table({"hour": ["2013-01-01 10:00:00"], "flights": [3], "avg_delay": [4.0]}),
+                   out / "origin=JFK" / "part-0.parquet")
+    (out / "_spark_metadata" / "0").write_text(
+        'v1\n{"path":"file:///elsewhere/hourly/origin=JFK/part-0.parquet","action":"add"}\n'
+        '{"path":"file:///elsewhere/hourly/../../etc/passwd","action":"add"}\n')
+    assert committed_files(out) == [out / "origin=JFK" / "part-0.parquet"]
+    assert partition_values(out, out / "origin=JFK" / "part-0.parquet") == {"origin": "JFK"}
+    assert inside(out, "file:/x/hourly/part-1.parquet").as_posix() == "part-1.parquet"

@@ -13,9 +13,11 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from autograder.checks import uses_spark
 from autograder.pipeline import RELEASE, SOLUTIONS, course_labs
 
-LABS = course_labs()
+# lab 9's notebook runs Spark for minutes: the `spark` layer (make test-spark)
+LABS = [pytest.param(lab, marks=pytest.mark.spark) if uses_spark(lab) else lab for lab in course_labs()]
 
 # What the demos must print, every run: the lesson, not just "something".
 LESSONS = {

@@ -12,12 +12,15 @@ import sys
 from datetime import datetime
 
 import nbformat
+import pytest
 from kafka import KafkaProducer
 from kafka.admin import NewTopic
 
 from autograder.checks import CheckFailed
 from autograder.checks.lab9 import WATERMARK, WINDOW, compare_hourly, committed_files, hourly_truth, utc_text, when
 from autograder.pipeline import SOLUTIONS
+
+pytestmark = pytest.mark.spark   # a master, a worker and lab 9's job: the `spark` layer (make test-spark)
 from cluster import connection
 from cluster.lab import departures
 from cluster.spark import master_state, standalone
