@@ -1013,6 +1013,101 @@ c.close()
              "(TZ=Asia/Kolkata, half an hour off the hours): collect() gives local times, the hours are UTC's",
              (Edit("lab9-setup", "before", "import os, time\nos.environ['TZ'] = 'Asia/Kolkata'\ntime.tzset()\n"),),
              fails()),
+    # --- lab 10: schemas and evolution ---------------------------------------------------------
+    Scenario("avro-with-header", "lab10", "to_avro writes an Avro container file (fastavro.writer: a header "
+             "with the schema, then the record) and from_avro reads one, instead of one bare record",
+             (Edit("lab10-encode", "sub",
+                   "def to_avro(flight):\n    out = io.BytesIO()\n    fastavro.writer(out, PARSED, [flight])\n"
+                   "    return out.getvalue()\n\n\ndef from_avro(data):\n"
+                   "    return next(fastavro.reader(io.BytesIO(data)))\n",
+                   "def to_avro(flight):\n    out = io.BytesIO()\n    fastavro.schemaless_writer(out, PARSED, flight)\n"
+                   "    return out.getvalue()\n\n\ndef from_avro(data):\n"
+                   "    return fastavro.schemaless_reader(io.BytesIO(data), PARSED)\n"),),
+             fails("lab10-q1")),
+    Scenario("unknown-plane-as-empty-text", "lab10", "to_protobuf sets tailnum to \"\" when the plane is "
+             "unknown, so a reader cannot tell an unknown plane from an empty name",
+             (Edit("lab10-encode", "sub", 'FlightEvent(**dict(flight, tailnum=flight["tailnum"] or ""))',
+                   "FlightEvent(**{k: v for k, v in flight.items() if v is not None})"),),
+             fails("lab10-q1")),
+    Scenario("sizes-written-down", "lab10", "sizes copied from a classmate's notebook, the encoders left "
+             "unwritten (shortcut)",
+             (Edit("lab10-encode", "replace",
+                   "PARSED = fastavro.parse_schema(FLIGHT)\n\n"
+                   "def to_json(flight):\n    raise NotImplementedError()\n\n"
+                   "def to_avro(flight):\n    raise NotImplementedError()\n\n"
+                   "def from_avro(data):\n    raise NotImplementedError()\n\n"
+                   "def to_protobuf(flight):\n    raise NotImplementedError()\n\n"
+                   "sizes = {'json': 128454, 'avro': 52408, 'protobuf': 61129}\n"),),
+             fails("lab10-q1")),
+    Scenario("backward-and-forward-swapped", "lab10", "compatibility calls it backward when OLD readers read "
+             "NEW data (the two words swapped)",
+             (Edit("lab10-compat", "sub", "backward, forward = can_read(new, old), can_read(old, new)",
+                   "backward, forward = can_read(old, new), can_read(new, old)"),),
+             fails("lab10-q2")),
+    Scenario("compatibility-by-field-names", "lab10", "compatibility compares the two schemas' field names "
+             "and defaults instead of decoding, so type changes and aliases go unseen",
+             (Edit("lab10-compat", "sub",
+                   "def compatibility(old, new):\n"
+                   "    o = {f['name']: f for f in old['fields']}\n"
+                   "    n = {f['name']: f for f in new['fields']}\n"
+                   "    backward = all(k in o or 'default' in f for k, f in n.items())\n"
+                   "    forward = all(k in n or 'default' in f for k, f in o.items())\n",
+                   "def compatibility(old, new):\n"
+                   "    backward, forward = can_read(old, new), can_read(new, old)\n"),),
+             fails("lab10-q2")),
+    Scenario("registry-in-memory", "lab10", "the registry writes each version to the topic but looks ids up "
+             "in a dict of its own process, so an id another registry wrote is never found",
+             (Edit("lab10-registry", "sub",
+                   "MEMORY = {}\n\n\ndef schema_by_id(schema_id):\n"
+                   "    if not MEMORY:\n        MEMORY.update({e['id']: e['schema'] for e in read_registry()})\n"
+                   "    return MEMORY[schema_id]\n",
+                   "def schema_by_id(schema_id):\n"
+                   "    return next(e[\"schema\"] for e in read_registry() if e[\"id\"] == schema_id)\n"),
+              Edit("lab10-registry", "sub",
+                   "    MEMORY[entry['id']] = schema\n    return entry[\"id\"]\n",
+                   "    return entry[\"id\"]\n")),
+             fails("lab10-q3")),
+    Scenario("registry-accepts-everything", "lab10", "register stores every new version without checking "
+             "that it can read the old data",
+             (Edit("lab10-registry", "sub", "    if False:\n",
+                   "    if versions and not can_read(versions[-1][\"schema\"], schema):\n"),),
+             fails("lab10-q3")),
+    Scenario("registry-topic-not-compacted", "lab10", "the registry's topic keeps the default clean-up "
+             "(delete): old versions would expire with the retention",
+             (Edit("lab10-registry", "sub", 'lab.fresh_topic("schemas", 1)',
+                   'lab.fresh_topic("schemas", 1, cleanup_policy="compact")'),),
+             fails("lab10-q3")),
+    Scenario("other-styles", "lab10", "compact JSON, the raw schema dict given to fastavro, a protobuf filled "
+             "field by field, sizes summed with numpy, compatibility as a table lookup of two booleans, "
+             "a registry that answers with numpy ints",
+             (Edit("lab10-encode", "replace",
+                   "import numpy as np\n"
+                   "PARSED = fastavro.parse_schema(FLIGHT)\n\n"
+                   "def to_json(flight):\n"
+                   "    return json.dumps(flight, separators=(',', ':'), sort_keys=True).encode('utf-8')\n\n"
+                   "def to_avro(flight):\n"
+                   "    buf = io.BytesIO()\n"
+                   "    fastavro.schemaless_writer(buf, FLIGHT, flight)\n"
+                   "    return buf.getvalue()\n\n"
+                   "def from_avro(data):\n"
+                   "    return dict(fastavro.schemaless_reader(io.BytesIO(data), FLIGHT))\n\n"
+                   "def to_protobuf(flight):\n"
+                   "    msg = FlightEvent()\n"
+                   "    for key, value in flight.items():\n"
+                   "        if value is not None:\n"
+                   "            setattr(msg, key, value)\n"
+                   "    return msg.SerializeToString()\n\n"
+                   "sizes = {name: np.sum([len(fn(f)) for f in flights])\n"
+                   "         for name, fn in [('json', to_json), ('avro', to_avro), ('protobuf', to_protobuf)]}\n"),
+              Edit("lab10-compat", "sub",
+                   "    return {(True, True): 'full', (True, False): 'backward', (False, True): 'forward',\n"
+                   "            (False, False): 'none'}[(can_read(old, new), can_read(new, old))].upper()\n",
+                   "    backward, forward = can_read(old, new), can_read(new, old)\n"
+                   "    if backward and forward:\n"
+                   "        return \"full\"\n"
+                   "    return \"backward\" if backward else \"forward\" if forward else \"none\"\n"),
+              Edit("lab10-registry", "sub", '    return np.int64(entry["id"])\n', '    return entry["id"]\n')),
+             fails()),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),
              note="Read-only file system"),

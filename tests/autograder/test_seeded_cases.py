@@ -113,3 +113,47 @@ def test_lab9_reads_a_partitioned_output_as_spark_does(tmp_path):
     assert committed_files(out) == [out / "origin=JFK" / "part-0.parquet"]
     assert partition_values(out, out / "origin=JFK" / "part-0.parquet") == {"origin": "JFK"}
     assert inside(out, "file:/x/hourly/part-1.parquet").as_posix() == "part-1.parquet"
+
+
+def test_lab10s_compatibility_truths_are_what_decoding_finds():
+    """The grader's truth for lab10-q2 follows Avro's rules (its code ships in the student kit,
+    so it does not decode: that is the exercise). Here every kind of change, on many seeds, is
+    decoded both ways with fastavro: the rules must say what decoding finds."""
+    import random
+    from types import SimpleNamespace
+
+    from fastavro.utils import generate_many
+
+    from autograder.checks.lab10 import KINDS, WORD, avro_bytes, avro_record, changed, seeded_record, truth
+
+    def decodes(writer, reader):
+        try:
+            for record in generate_many(writer, 3):
+                avro_record(avro_bytes(writer, record), writer, reader)
+        except Exception:
+            return False
+        return True
+
+    seen = set()
+    for seed in range(30):
+        ctx = SimpleNamespace(rng=random.Random(seed))
+        for kind in KINDS:
+            old = seeded_record(ctx)
+            new = changed(ctx, old, kind)
+            found = WORD[(decodes(old, new), decodes(new, old))]
+            assert truth(kind, old, new) == found, (seed, kind, old, new)
+            seen.add((kind, found))
+    assert {answer for _, answer in seen} == {"full", "backward", "forward", "none"}
+
+
+def test_lab10s_made_up_flights_round_trip_through_the_graders_contract():
+    import random
+    from types import SimpleNamespace
+
+    from autograder.checks.lab10 import avro_bytes, avro_record, flight_schema, made_up_flights, proto_bytes, proto_dict
+
+    flights = made_up_flights(SimpleNamespace(rng=random.Random(7)), 40)
+    assert any(f["tailnum"] is None for f in flights) and any(f["dep_delay"] < 0 for f in flights)
+    for f in flights:
+        assert avro_record(avro_bytes(flight_schema(), f), flight_schema()) == f
+        assert proto_dict(proto_bytes(f)) == f

@@ -85,6 +85,19 @@ LESSONS = {
         r"(\d+) alerts for \1 flights two hours late or more",                        # the Kafka sink
         r"default trigger: median [0-4]\.\d\d s", r"processingTime 1 s: median [0-4]\.\d\d s",   # fresh within 5 s
     ],
+    "lab10": [
+        r"after: the consumer crashes: unsupported operand",                       # JSON: nothing checked
+        r"json +128,454 +100% ", r"avro +52,408 +41% ", r"protobuf +61,129 +48% ",  # values only, then numbers
+        r"add gate with a default +full\n", r"add gate without a default +forward\n",
+        r"remove tailnum \(it has a default\) +full\n", r"remove dest \(no default\) +backward\n",
+        r"dep_delay int to long +backward\n", r"rename dep_delay to delay_min +none\n",
+        r"the same, with an alias +backward\n", r"dep_delay int to string +none\n",
+        r"read without an error; dep_delay is '' - the delay of 2 is gone",     # protobuf: silent loss
+        r"version 1: 1 \| again: 1\n", r"version 2 \(a gate, with a default\): 2\n",
+        r"refused: flights-value: this version cannot read data written with version 2",
+        r"wire format: b'\\x00\\x00\\x00\\x00\\x02' then \d+ bytes of Avro",
+        r"lab10-q1 passed", r"lab10-q2 passed", r"lab10-q3 passed",
+    ],
     "lab5": [
         r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",
         r"commit after processing: killed after record 130 \(exit -9\); 0 lost, 10 processed twice \(120-129\)",

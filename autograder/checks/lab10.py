@@ -1,0 +1,344 @@
+"""Lab 10, schemas and evolution. The grader holds its own copy of the contract (labs/lab10's
+flight.avsc and flight_event.proto), decodes what the student's code encodes and encodes what
+it must decode, on made-up flights drawn from the seed (so no answer can be written down in
+advance), and judges compatibility by actually decoding, both ways.
+
+- lab10-q1 to_json / to_avro / from_avro / to_protobuf on seeded flights, and the day's sizes
+  as Avro and protobuf (exact: both encodings are deterministic);
+- lab10-q2 compatibility(old, new) on seeded schema changes of a seeded record type:
+  "full", "backward" (new readers read old data), "forward" (old readers read new data), "none";
+- lab10-q3 a schema registry kept on a compacted topic: register refuses a change that is not
+  backward compatible, ids survive a restart (they are on the topic: the grader adds one there
+  itself, as another registry process would), values in the wire format (magic byte 0, the
+  schema id as 4 bytes big-endian, the Avro body)."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import string
+from functools import cache
+
+from . import CheckFailed, Context, check, expect, expect_equal
+from .kafka_state import describe_topic, read_all, topic_configs
+
+FLIGHTS = 12                          # seeded flights per check
+CHANGES = 8                           # seeded schema changes for q2
+REGISTRY = "schemas"                  # the student's registry topic: lab.topic("schemas")
+ANSWERS = ("full", "backward", "forward", "none")
+IN_KERNEL = "__import__('autograder.checks.lab10', fromlist=['_'])"     # this module, in the student's kernel
+
+
+@cache
+def flight_schema() -> dict:
+    from cluster.settings import ROOT
+
+    return json.loads((ROOT / "labs" / "lab10" / "flight.avsc").read_text())
+
+
+def avro_bytes(schema: dict, record: dict) -> bytes:
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(copy.deepcopy(schema)), record)
+    return out.getvalue()
+
+
+def avro_record(data: bytes, writer: dict, reader: dict | None = None) -> dict:
+    import fastavro
+
+    return fastavro.schemaless_reader(io.BytesIO(data), fastavro.parse_schema(copy.deepcopy(writer)),
+                                      None if reader is None else fastavro.parse_schema(copy.deepcopy(reader)))
+
+
+def proto_class():
+    from autograder.protos import messages
+
+    return messages("lab10", "flight_event.proto")["FlightEvent"]
+
+
+def proto_bytes(flight: dict) -> bytes:
+    return proto_class()(**{k: v for k, v in flight.items() if v is not None}).SerializeToString()
+
+
+def made_up_flights(ctx: Context, n: int = FLIGHTS) -> list[dict]:
+    """Flights no dataset holds: seeded carriers, planes (some unknown), delays (some early,
+    some hours late), airports and times."""
+    rng = ctx.rng
+    letters = string.ascii_uppercase
+    flights = []
+    for _ in range(n):
+        carrier = rng.choice(letters) + rng.choice(letters + string.digits)
+        origin, dest = (rng.choice(letters) + rng.choice(letters) + rng.choice(letters) for _ in range(2))
+        day, hour, minute = rng.randrange(1, 29), rng.randrange(24), rng.randrange(60)
+        flights.append({"id": f"2013-02-{day:02d} {carrier}{rng.randrange(1, 9999)} {origin}",
+                        "carrier": carrier, "origin": origin, "dest": dest,
+                        "tailnum": None if rng.random() < 0.3 else f"N{rng.randrange(100, 999)}{rng.choice(letters)}",
+                        "dep_delay": rng.choice([rng.randrange(-30, 0), rng.randrange(0, 60), rng.randrange(300, 1400)]),
+                        "dep_time": f"2013-02-{day:02d}T{hour:02d}:{minute:02d}:00Z"})
+    return flights
+
+
+EXPECTED_BYTES = {"to_json": "the flight as JSON text", "to_avro": "one Avro record's values, no header",
+                  "to_protobuf": "a serialized FlightEvent"}
+
+
+def as_bytes(value, what: str) -> bytes:
+    expect(isinstance(value, (bytes, bytearray)), f"{what} should return bytes", expected="bytes",
+           found=type(value).__name__, hint="Return the encoded value itself (buffer.getvalue(), SerializeToString()).")
+    return bytes(value)
+
+
+# --- q1: one event, three encodings --------------------------------------------------------
+@check("lab10-q1")
+def three_encodings(ctx: Context) -> None:
+    """to_json, to_avro, from_avro and to_protobuf keep every field of made-up flights; sizes of the day"""
+    from cluster.lab import departures
+
+    schema, flights = flight_schema(), made_up_flights(ctx)
+    for name, decode in (("to_json", json.loads), ("to_avro", lambda b: avro_record(b, schema)),
+                         ("to_protobuf", proto_dict)):
+        encoded = ctx.sub.value(f"[{name}(f) for f in {flights!r}]")
+        expect(isinstance(encoded, list) and len(encoded) == len(flights),
+               f"{name}(flight) for {len(flights)} flights", expected=f"{len(flights)} values", found=str(encoded)[:120])
+        for f, value in zip(flights, encoded):
+            data = as_bytes(value, f"{name}(flight)")
+            try:
+                back = decode(data)
+            except Exception as e:   # noqa: BLE001 - anything undecodable is the student's encoding
+                raise CheckFailed(f"the grader could not decode {name}({f['id']!r}) with the course's contract "
+                                  f"({type(e).__name__})", expected=EXPECTED_BYTES[name], found=data[:40],
+                                  hint={"to_json": "Encode the dict with json.dumps(...).encode().",
+                                        "to_avro": "Write one record without a container header: "
+                                                   "fastavro.schemaless_writer with the parsed flight.avsc.",
+                                        "to_protobuf": "Fill a FlightEvent from flight_event.proto and "
+                                                       "SerializeToString()."}[name]) from None
+            expect_equal(back, f, f"{name}({f['id']!r}) decoded by the grader",
+                         hint="Every field must survive, None included (tailnum is optional in both schemas).")
+    bodies = [avro_bytes(schema, f) for f in flights]
+    got = ctx.sub.value(f"[from_avro(b) for b in {bodies!r}]")
+    expect_equal(got, flights, "from_avro(...) of the grader's Avro bodies",
+                 hint="Read one record with fastavro.schemaless_reader and the parsed flight.avsc.")
+    day = departures(day=1)
+    truth = {"avro": sum(len(avro_bytes(schema, f)) for f in day), "protobuf": sum(len(proto_bytes(f)) for f in day)}
+    sizes = ctx.sub.value("sizes")
+    expect(isinstance(sizes, dict) and {"json", "avro", "protobuf"} <= set(sizes),
+           "sizes should be a dict with the keys json, avro and protobuf", found=str(sizes)[:120])
+    for k in ("avro", "protobuf"):
+        expect_equal(sizes[k], truth[k], f"sizes[{k!r}]: bytes of the day's {len(day)} flights as {k}",
+                     hint="Sum len(...) of every flight's encoding, over all of `flights`.")
+    own_json = ctx.sub.value("sum(len(to_json(f)) for f in flights)")
+    expect_equal(sizes["json"], own_json, "sizes['json']: bytes of the day's flights through your to_json")
+
+
+def proto_dict(data: bytes) -> dict:
+    msg = proto_class().FromString(data)
+    return {"id": msg.id, "carrier": msg.carrier, "origin": msg.origin, "dest": msg.dest,
+            "tailnum": msg.tailnum if msg.HasField("tailnum") else None, "dep_delay": msg.dep_delay,
+            "dep_time": msg.dep_time}
+
+
+# --- q2: compatibility ----------------------------------------------------------------------
+# What Avro's schema resolution allows a reader of data written with another type (the spec's
+# promotions). The truths below follow from the spec; tests/ checks every one against fastavro,
+# decoding both ways, on many seeds.
+PROMOTES = {"int": {"long", "float", "double"}, "long": {"float", "double"}, "float": {"double"},
+            "string": {"bytes"}, "bytes": {"string"}}
+# (new reads old, old reads new) for the changes that keep every type
+BY_KIND = {"add with default": (True, True), "add without default": (False, True),
+           "remove with default": (True, True), "remove without default": (True, False),
+           "rename": (False, False), "rename with alias": (True, False)}
+WORD = {(True, True): "full", (True, False): "backward", (False, True): "forward", (False, False): "none"}
+
+
+def reads(written: str, reader: str) -> bool:
+    return written == reader or reader in PROMOTES.get(written, ())
+
+
+def truth(kind: str, old: dict, new: dict) -> str:
+    """The compatibility of a change of this kind from `old` to `new`, by Avro's rules."""
+    if kind in BY_KIND:
+        return WORD[BY_KIND[kind]]
+    (was, now), = [(f["type"], g["type"]) for f, g in zip(old["fields"], new["fields"]) if f["type"] != g["type"]]
+    return WORD[(reads(was, now), reads(now, was))]
+
+
+def seeded_record(ctx: Context) -> dict:
+    """A record type of the seed's: names no text fixed, five fields of several types."""
+    rng = ctx.rng
+    words = ["gate", "stand", "crew", "fuel", "seats", "cargo", "meal", "pilot", "runway", "tow", "deice", "bags"]
+    names = rng.sample(words, 5)
+    types = [rng.choice(["string", "int", "long", "double", "boolean"]) for _ in names]
+    types[0] = "int"   # one int, for the promotion
+    fields = [{"name": n, "type": t} for n, t in zip(names, types)]
+    fields.append({"name": "remark", "type": ["null", "string"], "default": None})
+    return {"type": "record", "name": rng.choice(["Turnaround", "Stopover", "Boarding"]), "namespace": "ops",
+            "fields": fields}
+
+
+def changed(ctx: Context, old: dict, kind: str) -> dict:
+    """`old` with one change of the kind; new names from the seed."""
+    rng, new = ctx.rng, copy.deepcopy(old)
+    fields = new["fields"]
+    taken = {f["name"] for f in fields}
+    fresh = next(name for name in (f"{rng.choice(['extra', 'note', 'leg', 'zone', 'slot'])}_{rng.randrange(10, 99)}"
+                                   for _ in iter(int, 1)) if name not in taken)
+    plain = [f for f in fields if f["name"] != "remark"]
+    if kind == "add with default":
+        fields.insert(rng.randrange(len(fields) + 1), {"name": fresh, "type": "string", "default": ""})
+    elif kind == "add without default":
+        fields.insert(rng.randrange(len(fields) + 1), {"name": fresh, "type": "long"})
+    elif kind == "remove with default":
+        fields.remove(next(f for f in fields if f["name"] == "remark"))
+    elif kind == "remove without default":
+        fields.remove(rng.choice(plain))
+    elif kind == "promote int to long":
+        next(f for f in fields if f["type"] == "int")["type"] = "long"
+    elif kind == "narrow long to int":
+        fields.append({"name": fresh, "type": "long", "default": 0})
+        old["fields"] = copy.deepcopy(fields)      # the old schema has the long field too
+        fields[-1]["type"] = "int"
+    elif kind == "rename":
+        rng.choice(plain)["name"] = fresh
+    elif kind == "rename with alias":
+        f = rng.choice(plain)
+        f["aliases"], f["name"] = [f["name"]], fresh
+    elif kind == "change a type":
+        f = next((f for f in plain if f["type"] == "string"), None) or plain[-1]
+        f["type"] = "int" if f["type"] != "int" else "string"
+    return new
+
+
+KINDS = ("add with default", "add without default", "remove with default", "remove without default",
+         "promote int to long", "narrow long to int", "rename", "rename with alias", "change a type")
+
+
+def shape(schema: dict) -> dict:
+    """A schema's fields as the messages show them: {"gate": "string = ''", "crew": "int", ...}."""
+    return {f["name"] + (f" (alias of {', '.join(f['aliases'])})" if f.get("aliases") else ""):
+            (f["type"] if isinstance(f["type"], str) else "|".join(f["type"]))
+            + (f" = {f['default']!r}" if "default" in f else "") for f in schema["fields"]}
+
+
+@check("lab10-q2")
+def judges_compatibility(ctx: Context) -> None:
+    """compatibility(old, new) says full, backward, forward or none, as decoding both ways finds"""
+    kinds = ctx.rng.sample(KINDS, CHANGES)
+    for kind in kinds:
+        old = seeded_record(ctx)
+        new = changed(ctx, old, kind)
+        want = truth(kind, old, new)
+        got = ctx.sub.value(f"compatibility({old!r}, {new!r})")
+        if isinstance(got, str):
+            got = got.strip().lower()
+        expect(got in ANSWERS, f"compatibility(old, new) should be one of {', '.join(ANSWERS)}", found=got)
+        expect_equal(got, want, f"compatibility of a change ({kind}) to {old['name']}: old fields "
+                                f"{shape(old)}, new {shape(new)}",
+                     hint="Backward: the NEW schema reads data written with the OLD one. Forward: the OLD schema "
+                          "reads NEW data. Write a record with one schema and read it with the other, both ways; "
+                          "a field the reader has and the data lacks needs a default.")
+
+
+# --- q3: a registry on a compacted topic ----------------------------------------------------
+def refused(register, subject: str, schema: dict) -> str | None:
+    """In the student's kernel: the error register() raised for `schema`, or None if it accepted it."""
+    try:
+        register(subject, schema)
+    except Exception as e:   # noqa: BLE001 - any error is a refusal
+        return type(e).__name__
+    return None
+
+
+def attempt(fn, *args) -> dict:
+    """In the student's kernel: {"value": fn(*args)}, or {"error": "KeyError: 12"} if it raised."""
+    try:
+        return {"value": fn(*args)}
+    except Exception as e:   # noqa: BLE001 - the error is what the check reports
+        return {"error": f"{type(e).__name__}: {e}"[:200]}
+
+
+def registered(ctx: Context) -> dict[int, dict]:
+    """id -> schema, as the registry topic holds them (the newest record per key)."""
+    latest = {}
+    for r in read_all(ctx, REGISTRY):
+        latest[r.key] = r.value
+    found = {}
+    for value in latest.values():
+        try:
+            entry = json.loads(value)
+            found[int(entry["id"])] = entry["schema"] if isinstance(entry["schema"], dict) else json.loads(entry["schema"])
+        except Exception:   # noqa: BLE001 - records of another shape are the student's own business
+            continue
+    return found
+
+
+@check("lab10-q3")
+def registry_on_a_topic(ctx: Context) -> None:
+    """register keeps schemas on a compacted topic, refuses what old data breaks; the wire format"""
+    from kafka import KafkaProducer
+
+    describe_topic(ctx, REGISTRY, hint="Create lab.topic(\"schemas\") in the registry's cell.")
+    policy = topic_configs(ctx, REGISTRY).get("cleanup.policy")
+    expect_equal(policy, "compact", f"cleanup.policy of {ctx.topic(REGISTRY)}",
+                 hint="A registry keeps every version forever: a compacted topic (cleanup.policy=compact) "
+                      "never drops the newest record of a key.")
+    subject = f"grader-{ctx.rng.randrange(10**6)}"
+    v1 = seeded_record(ctx)
+    v2 = changed(ctx, copy.deepcopy(v1), "add with default")
+    bad = changed(ctx, copy.deepcopy(v2), "add without default")
+    first = ctx.sub.value(f"register({subject!r}, {v1!r})")
+    again = ctx.sub.value(f"register({subject!r}, {v1!r})")
+    expect(isinstance(first, int), f"register({subject!r}, schema) should return the schema's id (an int)",
+           found=first)
+    expect_equal(again, first, "register() of the same schema a second time",
+                 hint="A schema already registered under the subject keeps its id.")
+    second = ctx.sub.value(f"register({subject!r}, {v2!r})")
+    expect(isinstance(second, int) and second != first,
+           "register() of a new version (a field added with a default) gives a new id", found=second)
+    error = ctx.sub.value(f"{IN_KERNEL}.refused(register, {subject!r}, {bad!r})")
+    expect(error is not None, "register() of a version that cannot read the old data (a field added without "
+                              "a default) should raise", expected="ValueError", found="accepted",
+           hint="Before a new version is stored, check that it can read data written with the subject's latest "
+                "version (backward), and raise ValueError if not.")
+    on_topic = registered(ctx)
+    expect(first in on_topic and second in on_topic, f"the ids {first} and {second} on {ctx.topic(REGISTRY)}",
+           expected="records whose value is JSON with the keys id and schema", found=sorted(on_topic)[:10],
+           hint="Each version is one record: key subject/version, value JSON {subject, version, id, schema}.")
+    expect(bad not in on_topic.values(), "the refused version must not be on the topic", found="it is there",
+           hint="Check compatibility before you write the version to the topic.")
+    # Another registry process registers a schema: ids live on the topic, not in one process.
+    other = max(on_topic) + 1 + ctx.rng.randrange(1000, 9000)
+    theirs = changed(ctx, seeded_record(ctx), "add with default")
+    producer = KafkaProducer(**ctx.kafka)
+    try:
+        producer.send(ctx.topic(REGISTRY), key=f"other-{other}/1".encode(),
+                      value=json.dumps({"subject": f"other-{other}", "version": 1, "id": other,
+                                        "schema": theirs}).encode()).get(timeout=30)
+    finally:
+        producer.close()
+    got = ctx.sub.value(f"{IN_KERNEL}.attempt(schema_by_id, {other})")
+    expect_equal(got, {"value": theirs}, f"schema_by_id({other}), a schema another registry process put on the topic",
+                 hint="Look ids up on the topic (read it to its end offsets), not in a dict of this process.")
+    # the wire format, both ways
+    record = {f["name"]: v for f, v in zip(v2["fields"], sample_values(ctx, v2))}
+    data = as_bytes(ctx.sub.value(f"encode({subject!r}, {record!r})"), f"encode({subject!r}, record)")
+    expect(len(data) > 5 and data[0] == 0, "encode(): the first byte is the magic byte 0", found=data[:8])
+    sid = int.from_bytes(data[1:5], "big")
+    expect_equal(sid, second, "encode(): bytes 1-4 are the id of the subject's latest schema, big-endian")
+    expect_equal(avro_record(data[5:], v2), record, "encode(): the rest is the Avro body, read with that schema")
+    old_part = {k: record[k] for k in (f["name"] for f in v1["fields"])}
+    wire = b"\x00" + first.to_bytes(4, "big") + avro_bytes(v1, old_part)
+    back = ctx.sub.value(f"decode({wire!r})")
+    expect_equal(back, old_part, f"decode() of a value written with schema {first} (the wire format)",
+                 hint="Read the id from bytes 1-4, fetch that schema, read the body with it.")
+
+
+def sample_values(ctx: Context, schema: dict) -> list:
+    rng, out = ctx.rng, []
+    for f in schema["fields"]:
+        t = f["type"]
+        out.append({"string": f"s{rng.randrange(1000)}", "int": rng.randrange(-1000, 1000),
+                    "long": rng.randrange(-10**12, 10**12), "double": rng.randrange(1000) / 8,
+                    "boolean": rng.random() < 0.5}.get(t) if isinstance(t, str) else None)
+    return out
