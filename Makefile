@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-spark test-fast bench up down status jars install release selftest student-kit clean
+.PHONY: lab test test-heavy test-fast bench up down status jars install release selftest student-kit clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; found " + sys.version.split()[0])'
@@ -37,14 +37,15 @@ lab: up
 # already running is left alone. Two processes (tests/conftest.py): the self-test's gradings
 # beside every other test module. Three layers:
 #   make test-fast   no cluster: the grader's pure steps, sandbox, harness, settings (seconds)
-#   make test        everything but the `spark` layer: labs 1-8 whole, lab 9's checks' parts (~19 min)
-#   make test-spark  the labs that run Spark (lab 9): self-test, notebook, standalone cluster (~10 min)
-# CI (.ci/run) runs test, then test-spark.
+#   make test        everything but the `heavy` layer: labs 1-8 whole, labs 9-10's checks' parts (~19 min)
+#   make test-heavy  the labs whose gradings start JVMs for the student's work (lab 9: Spark,
+#                    lab 10: Kafka Connect): self-tests, notebooks, standalone Spark (~15 min)
+# CI (.ci/run) runs test, then test-heavy.
 test: jars
-	$(PY) -m pytest -n 2 --dist loadscope -m "not spark"
+	$(PY) -m pytest -n 2 --dist loadscope -m "not heavy"
 
-test-spark: jars
-	$(PY) -m pytest -n 2 --dist loadscope -m spark
+test-heavy: jars
+	$(PY) -m pytest -n 2 --dist loadscope -m heavy
 
 # The fast layer: no cluster (the grader's pure steps, the sandbox, the harness, settings).
 test-fast: $(STAMP)

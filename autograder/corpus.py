@@ -1077,9 +1077,21 @@ c.close()
              (Edit("lab10-registry", "sub", 'lab.fresh_topic("schemas", 1)',
                    'lab.fresh_topic("schemas", 1, cleanup_policy="compact")'),),
              fails("lab10-q3")),
+    Scenario("sink-in-the-default-group", "lab10", "the sink connector keeps Connect's default consumer group "
+             "(connect-<name>), which is not in the student's namespace: the brokers refuse it",
+             (Edit("lab10-connect", "sub", '"tasks.max": "1", "topics": topic, "file": path}',
+                   '"tasks.max": "1", "topics": topic, "file": path, "consumer.override.group.id": lab.group(name)}'),),
+             fails("lab10-q4")),
+    Scenario("sink-resets-to-earliest-itself", "lab10", "the sink also sets consumer.override.auto.offset.reset "
+             "to earliest, which Connect's sinks do anyway",
+             (Edit("lab10-connect", "sub", '"consumer.override.group.id": lab.group(name),\n'
+                   '            "consumer.override.auto.offset.reset": "earliest"}',
+                   '"consumer.override.group.id": lab.group(name)}'),),
+             fails()),
     Scenario("other-styles", "lab10", "compact JSON, the raw schema dict given to fastavro, a protobuf filled "
              "field by field, sizes summed with numpy, compatibility as a table lookup of two booleans, "
-             "a registry that answers with numpy ints",
+             "a registry that answers with numpy ints, connectors by their short class names with tasks.max "
+             "an int",
              (Edit("lab10-encode", "replace",
                    "import numpy as np\n"
                    "PARSED = fastavro.parse_schema(FLIGHT)\n\n"
@@ -1106,7 +1118,14 @@ c.close()
                    "    if backward and forward:\n"
                    "        return \"full\"\n"
                    "    return \"backward\" if backward else \"forward\" if forward else \"none\"\n"),
-              Edit("lab10-registry", "sub", '    return np.int64(entry["id"])\n', '    return entry["id"]\n')),
+              Edit("lab10-registry", "sub", '    return np.int64(entry["id"])\n', '    return entry["id"]\n'),
+              Edit("lab10-connect", "replace",
+                   "BASE = {'tasks.max': 1}\n\n"
+                   "def source_config(name, path, topic):\n"
+                   "    return dict(BASE, name=name, file=path, topic=topic, **{'connector.class': 'FileStreamSource'})\n\n"
+                   "def sink_config(name, topic, path):\n"
+                   "    return {**BASE, 'name': name, 'connector.class': 'FileStreamSinkConnector', 'topics': topic,\n"
+                   "            'file': path, 'consumer.override.group.id': lab.group('sink-' + name)}\n")),
              fails()),
     Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
              (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),

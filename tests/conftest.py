@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
-    first = ("tests/autograder/test_selftest.py", "tests/autograder/test_selftest_spark.py")
+    first = ("tests/autograder/test_selftest.py", "tests/autograder/test_selftest_heavy.py")
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in first)
 
 

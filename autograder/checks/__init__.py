@@ -172,10 +172,11 @@ def checks_module(lab: str):
     return importlib.import_module(f"autograder.checks.{lab}")
 
 
-def uses_spark(lab: str) -> bool:
-    """A lab whose gradings run Spark jobs (lab 9): a minute of both cores each, so its whole
-    gradings and notebooks are the test suite's second layer (`make test-spark`)."""
-    return bool(getattr(checks_module(lab), "USES_SPARK", False))
+def second_layer(lab: str) -> bool:
+    """A lab whose gradings start JVMs for the student's work (lab 9: Spark drivers, lab 10: a
+    Kafka Connect worker): tens of seconds of both cores each, so its whole
+    gradings and notebooks are the test suite's second layer (`make test-heavy`)."""
+    return bool(getattr(checks_module(lab), "SECOND_LAYER", False))
 
 
 def checks_for(lab: str) -> dict[str, Check]:

@@ -23,6 +23,7 @@ from functools import cache
 from . import CheckFailed, Context, check, expect, expect_equal
 from .kafka_state import describe_topic, read_all, topic_configs
 
+SECOND_LAYER = True                   # q4 starts a Connect worker twice: the `heavy` layer of the tests
 FLIGHTS = 12                          # seeded flights per check
 CHANGES = 8                           # seeded schema changes for q2
 REGISTRY = "schemas"                  # the student's registry topic: lab.topic("schemas")
@@ -342,3 +343,107 @@ def sample_values(ctx: Context, schema: dict) -> list:
                     "long": rng.randrange(-10**12, 10**12), "double": rng.randrange(1000) / 8,
                     "boolean": rng.random() < 0.5}.get(t) if isinstance(t, str) else None)
     return out
+
+
+# --- q4: Kafka Connect ----------------------------------------------------------------------
+SOURCE_CLASS = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+SINK_CLASS = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+# Connect also takes a connector's simple class name, or that name without "Connector"
+ALIASES = {cls: {cls, cls.rsplit(".", 1)[1], cls.rsplit(".", 1)[1].removesuffix("Connector")}
+           for cls in (SOURCE_CLASS, SINK_CLASS)}
+# What a FileStream connector's settings may hold: the grader runs the worker itself, so a
+# connector may only read and write the files the grader names, with the stock classes.
+ALLOWED = {"name", "connector.class", "tasks.max", "file", "topic", "topics", "batch.size",
+           "key.converter", "value.converter", "consumer.override.group.id", "consumer.override.auto.offset.reset"}
+CONVERTERS = {"org.apache.kafka.connect.storage.StringConverter"}
+FIRST_LINES, MORE_LINES, SINK_RECORDS = 30, 12, 20
+CONNECT_WAIT_S = 60
+
+
+def connector_config(ctx: Context, expr: str, cls: str, file: str, topic_key: str, topic: str) -> dict:
+    config = ctx.sub.value(expr)
+    expect(isinstance(config, dict), f"{expr} should return a dict of connector settings", found=type(config).__name__)
+    config = {str(k): str(v) for k, v in config.items()}
+    expect(config.get("connector.class") in ALIASES[cls], f"connector.class of {expr}", expected=cls,
+           found=config.get("connector.class"), hint="The FileStream connectors ship with Kafka: use their class names.")
+    expect_equal(config.get("file"), file, f"the file of {expr}", hint="Use the path you were given.")
+    expect_equal(config.get(topic_key), topic, f"{topic_key} of {expr}", hint="Use the topic you were given.")
+    extra = sorted(set(config) - ALLOWED)
+    expect(not extra, f"{expr} has settings a FileStream connector does not need", expected=sorted(ALLOWED),
+           found=extra)
+    for key in ("key.converter", "value.converter"):
+        expect(config.get(key, next(iter(CONVERTERS))) in CONVERTERS, f"{key} of {expr}",
+               expected="org.apache.kafka.connect.storage.StringConverter", found=config.get(key))
+    return config
+
+
+def lines_of(ctx: Context, topic: str) -> list[str]:
+    return [r.value.decode(errors="replace") for r in sorted(read_all(ctx, topic), key=lambda r: r.offset)]
+
+
+def wait_until(what: str, ready, worker, hint: str) -> None:
+    import time
+
+    deadline = time.monotonic() + CONNECT_WAIT_S
+    while not ready():
+        if time.monotonic() > deadline:
+            raise CheckFailed(f"{what} within {CONNECT_WAIT_S} s", found=worker.log_tail(2), hint=hint)
+        time.sleep(0.5)
+
+
+@check("lab10-q4", pause_kernel=False)
+def connect_moves_files(ctx: Context) -> None:
+    """source_config and sink_config: a file into a topic (resumed after a restart, no line twice), a topic into a file"""
+    from kafka import KafkaProducer
+
+    from cluster.accounts import Account
+    from cluster.errors import ClusterError
+    from cluster.kafka_connect import ConnectWorker
+
+    from .kafka_state import graders_topic, short_name
+
+    folder = ctx.workdir / f"grader-connect-{ctx.rng.randrange(10**6)}"
+    folder.mkdir()
+    csv, out = folder / "flights.csv", folder / "out.txt"
+    flights = made_up_flights(ctx, FIRST_LINES + MORE_LINES)
+    lines = [",".join(str(f[k]) for k in ("id", "carrier", "origin", "dest", "dep_delay")) for f in flights]
+    csv.write_text("\n".join(lines[:FIRST_LINES]) + "\n")
+    into = graders_topic(ctx, "connect-in", 1, protect=False)        # the source connector writes it
+    outof = graders_topic(ctx, "connect-out", 1)
+    source = connector_config(ctx, f"source_config('grader-source', {str(csv)!r}, {into!r})", SOURCE_CLASS,
+                              str(csv), "topic", into)
+    sink = connector_config(ctx, f"sink_config('grader-sink', {outof!r}, {str(out)!r})", SINK_CLASS,
+                            str(out), "topics", outof)
+    sent = [f"{f['id']} left {f['dep_time']}" for f in made_up_flights(ctx, SINK_RECORDS)]
+    producer = KafkaProducer(**ctx.kafka)
+    try:
+        for v in sent:
+            producer.send(outof, v.encode())
+        producer.flush()
+    finally:
+        producer.close()
+    env = ctx.env or {}
+    login = Account(env["KAFKA_USERNAME"], env["KAFKA_PASSWORD"]) if env.get("KAFKA_USERNAME") else None
+    hint_sink = ("A sink connector's consumer group is connect-<name> unless you set consumer.override.group.id: "
+                 "the brokers let you use only groups in your namespace (lab.group(...)).")
+    try:
+        with ConnectWorker(folder / "worker", [source, sink], login=login) as worker:
+            wait_until(f"the first {FIRST_LINES} lines of the file on the topic",
+                       lambda: len(lines_of(ctx, short_name(into))) >= FIRST_LINES, worker, "")
+            wait_until(f"{SINK_RECORDS} records of the topic in the sink's file",
+                       lambda: out.exists() and len(out.read_text().splitlines()) >= SINK_RECORDS, worker, hint_sink)
+        with open(csv, "a") as f:      # the file grows while the worker is down
+            f.write("\n".join(lines[FIRST_LINES:]) + "\n")
+        with ConnectWorker(folder / "worker", [source, sink], login=login) as worker:
+            wait_until(f"all {len(lines)} lines on the topic after the restart",
+                       lambda: len(lines_of(ctx, short_name(into))) >= len(lines), worker, "")
+            import time
+
+            time.sleep(2)    # a source that started the file over would add lines now
+    except ClusterError as e:
+        raise CheckFailed(f"the Connect worker could not run your connectors: {str(e)[:600]}",
+                          hint=hint_sink if "uthoriz" in str(e) else "Read the message: a setting or a topic is "
+                                                                     "wrong.") from None
+    expect_equal(lines_of(ctx, short_name(into)), lines, "the topic after a restart with more lines in the file",
+                 hint="Each line once, in order: the worker keeps the source's position in its offsets file.")
+    expect_equal(out.read_text().splitlines(), sent, "the sink's file")

@@ -26,7 +26,7 @@ WATERMARK = timedelta(minutes=30)
 WINDOW = timedelta(hours=1)
 FAKE_CARRIER = "ZZ"            # no such airline: its flights exist only on the grader's topics
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-USES_SPARK = True              # its whole gradings are the `spark` layer of the tests (make test-spark)
+SECOND_LAYER = True            # its whole gradings are the `heavy` layer of the tests (make test-heavy)
 JOB_DEADLINE_S = 120           # one run of the job (Spark's start included)
 # Two Spark drivers at once (the kernel's and the job's): a grading's sandbox peaked at 306
 # threads and processes (its pids group's pids.peak), past the course's 256, where the job's JVM

@@ -2,14 +2,14 @@
 solution full marks, every blank release 0, every mistake and attack its expected score (see
 autograder/corpus.py). All cases are graded once, in parallel, by a fixture; each case is then
 its own test, so a failed one shows by name and the others still report. The labs that run
-Spark have their own module, test_selftest_spark.py (the `spark` layer)."""
+Spark have their own module, test_selftest_heavy.py (the `heavy` layer)."""
 
 import pytest
 
-from autograder.checks import uses_spark
+from autograder.checks import second_layer
 from autograder.selftest import case_names, grade_all, labs, verdict
 
-LABS = [lab for lab in labs() if not uses_spark(lab)]
+LABS = [lab for lab in labs() if not second_layer(lab)]
 CASES = case_names(LABS)
 
 # The first test waits for the fixture's ~130 gradings (each bounded by its own deadline), so it

@@ -20,7 +20,7 @@ from autograder.checks import CheckFailed
 from autograder.checks.lab9 import WATERMARK, WINDOW, compare_hourly, committed_files, hourly_truth, utc_text, when
 from autograder.pipeline import SOLUTIONS
 
-pytestmark = pytest.mark.spark   # a master, a worker and lab 9's job: the `spark` layer (make test-spark)
+pytestmark = pytest.mark.heavy   # a master, a worker and lab 9's job: the `heavy` layer (make test-heavy)
 from cluster import connection
 from cluster.lab import departures
 from cluster.spark import master_state, standalone

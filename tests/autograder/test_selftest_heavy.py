@@ -1,0 +1,29 @@
+"""The self-test of the labs whose gradings start JVMs for the student's work (lab 9: two Spark
+drivers, lab 10: a Kafka Connect worker, twice), the `heavy` layer of the suite (`make test-heavy`,
+which CI runs after `make test`): each takes both cores for tens of seconds, so they are graded
+two at a time, on a machine that does nothing else, instead of beside the other labs'
+time-sensitive checks. Same rules as
+test_selftest.py: every case its exact score, nothing left behind."""
+
+import pytest
+
+from autograder.checks import second_layer
+from autograder.selftest import case_names, grade_all, labs, verdict
+
+pytestmark = [pytest.mark.timeout(2400), pytest.mark.slow, pytest.mark.heavy]
+
+LABS = [lab for lab in labs() if second_layer(lab)]
+
+
+@pytest.fixture(scope="module")
+def report(cluster):
+    return grade_all(LABS, jobs=2)
+
+
+@pytest.mark.parametrize("lab,case", case_names(LABS), ids=[f"{lab}-{case}" for lab, case in case_names(LABS)])
+def test_case(report, lab, case):
+    assert verdict(report, lab, case) is None, verdict(report, lab, case)
+
+
+def test_nothing_outside_the_gradings_changed(report):
+    assert report.changed == []
