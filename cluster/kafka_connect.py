@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -28,23 +27,11 @@ from . import jars
 from .connect import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
+from .process import free_port, properties, write_private
 
 STANDALONE = "org.apache.kafka.connect.cli.ConnectStandalone"
 OFFSETS_FILE = "connect.offsets"
 LOG_FILE = "connect.log"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def properties(values: dict) -> str:
-    """Java properties text (values as given; a backslash or a newline in one is escaped)."""
-    def escaped(v) -> str:
-        return str(v).replace("\\", "\\\\").replace("\n", "\\n")
-    return "".join(f"{k}={escaped(v)}\n" for k, v in values.items())
 
 
 class ConnectWorker:
@@ -78,16 +65,17 @@ class ConnectWorker:
         }
         # The FileStream connectors as a plugin (a folder on plugin.path): Connect then knows them
         # by their short names too ("FileStreamSource"), as Kafka's own example configs write them.
+        classpath = jars.jars("kafka-connect")
         plugins = self.folder / "plugins" / "connect-file"
         plugins.mkdir(parents=True, exist_ok=True)
-        for jar in jars.jars("kafka-connect"):
+        for jar in classpath:
             if jar.name.startswith("connect-file-") and not (plugins / jar.name).exists():
                 (plugins / jar.name).symlink_to(jar.resolve())
         worker["plugin.path"] = str(self.folder / "plugins")
         files = [self._write("worker.properties", worker)]
         files += [self._write(f"connector-{i}.properties", c) for i, c in enumerate(self.connectors)]
         cmd = [java_executable(), f"-Xmx{self.heap}", "-Dorg.apache.logging.log4j.level=INFO",
-               "-cp", os.pathsep.join(map(str, jars.jars("kafka-connect"))), STANDALONE, *map(str, files)]
+               "-cp", os.pathsep.join(map(str, classpath)), STANDALONE, *map(str, files)]
         log = open(self.folder / LOG_FILE, "ab")
         self.proc = subprocess.Popen(cmd, cwd=self.folder, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -154,10 +142,7 @@ class ConnectWorker:
 
     def _write(self, name: str, values: dict) -> Path:
         path = self.folder / name
-        # the login is in here: readable by you only
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(properties(values))
+        write_private(path, properties(values))   # the login is in here
         return path
 
     def __enter__(self) -> "ConnectWorker":

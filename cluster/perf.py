@@ -18,6 +18,7 @@ from . import jars
 from .connect import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
+from .process import properties
 
 # The tool's summary line, e.g. "200000 records sent, 59123.4 records/sec (5.64 MB/sec), 310.20 ms avg
 # latency, 612.00 ms max latency, 290 ms 50th, 520 ms 95th, 580 ms 99th, 610 ms 99.9th."
@@ -36,7 +37,7 @@ def java_producer_perf(topic: str, records: int = 200_000, record_size: int = 10
     # The login goes in a file readable by you only (a temporary file is made so), not on the
     # command line (`ps` shows that).
     with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
-        f.write("".join(f"{k}={v}\n" for k, v in props.items()))
+        f.write(properties(props))
     cmd = [java_executable(), "-Xmx384m", "-Dorg.apache.logging.log4j.level=WARN",
            "-cp", os.pathsep.join(map(str, jars.jars("kafka-tools"))),
            "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),

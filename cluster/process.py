@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections import deque
@@ -21,6 +22,28 @@ from .accounts import Secrets
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 MAIN_CLASS = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
+
+
+def properties(values: dict) -> str:
+    """Java properties text (a backslash or a newline in a value is escaped)."""
+    def escaped(v) -> str:
+        return str(v).replace("\\", "\\\\").replace("\n", "\\n")
+    return "".join(f"{k}={escaped(v)}\n" for k, v in values.items())
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file readable by its owner only (it holds a password), whatever mode it had."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)  # a file written before this rule keeps its old mode otherwise
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Node:
@@ -71,11 +94,7 @@ class Node:
         self.dir.mkdir(parents=True, exist_ok=True)
         props = self.cfg.broker_properties(self.id, secrets.broker().password, secrets.admin().password)
         text = "# Written by `python -m cluster up` from cluster/settings.py; edits are overwritten.\n"
-        text += "".join(f"{k}={v}\n" for k, v in props.items())
-        fd = os.open(self.config_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(self.config_file, 0o600)  # a file written before this rule keeps its old mode
+        write_private(self.config_file, text + properties(props))
 
     def java_command(self, java: str, classpath: list[Path], main: str, *args: str) -> list[str]:
         # The classpath (about 50 jars) goes in an argument file, so `ps` stays readable.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from datetime import datetime
@@ -23,13 +22,8 @@ from autograder.pipeline import SOLUTIONS
 pytestmark = pytest.mark.heavy   # a master, a worker and lab 9's job: the `heavy` layer (make test-heavy)
 from cluster import connection
 from cluster.lab import departures
+from cluster.process import free_port
 from cluster.spark import master_state, standalone
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def solution_job() -> str:
