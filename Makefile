@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-heavy test-fast bench up down status jars install release selftest student-kit clean
+.PHONY: lab test test-heavy test-fast bench up down status jars install release selftest student-kit gradescope clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; found " + sys.version.split()[0])'
@@ -62,6 +62,10 @@ release: $(STAMP)
 # What students get: labs, cluster and self-checks, without solutions/ or the grading corpus.
 student-kit: release
 	$(PY) -m autograder student-kit build/student-kit
+
+# Gradescope's autograder zip of each lab (setup.sh, run_autograder, no solution code).
+gradescope: release
+	$(PY) -m autograder gradescope build --out build/gradescope
 
 selftest: up
 	$(PY) -m autograder selftest

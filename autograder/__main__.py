@@ -1,5 +1,5 @@
 """python -m autograder grade <lab> <notebook.ipynb> [--json FILE] | grade-all <lab> <folder> | selftest
-                     | student-kit DIR"""
+                     | student-kit DIR | gradescope build [LAB ...] | gradescope run LAB"""
 
 from __future__ import annotations
 
@@ -46,6 +46,12 @@ def cmd_student_kit(a) -> int:
     return main(a.dir)
 
 
+def cmd_gradescope(a) -> int:
+    from .gradescope import main
+
+    return main(a)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m autograder", description="Grade notebooks against the live cluster.")
     p.add_argument("-v", "--verbose", action="count", default=0,
@@ -90,6 +96,13 @@ def parser() -> argparse.ArgumentParser:
     k = sub.add_parser("student-kit", help="write what students get (labs, cluster, self-checks; no solutions)")
     k.add_argument("dir", help="the folder to write (replaced if it exists)")
     k.set_defaults(func=cmd_student_kit)
+    gs = sub.add_parser("gradescope", help="build Gradescope's autograder zip of each lab, or (inside Gradescope) "
+                        "grade its submission")
+    gs.add_argument("action", choices=("build", "run"), help="build: the zips; run: what run_autograder does")
+    gs.add_argument("labs", nargs="*", help="build: the labs (default: all); run: the one lab")
+    gs.add_argument("--out", default="build/gradescope", help="build: where the zips go (default: %(default)s)")
+    gs.add_argument("--root", default="/autograder", help="run: Gradescope's folder (default: %(default)s)")
+    gs.set_defaults(func=cmd_gradescope)
     return p
 
 

@@ -159,9 +159,9 @@ def grade_all(lab: str, folder: Path, out: Path, jobs: int = 4, regrade: bool = 
     import nbformat
     from tqdm import tqdm
 
-    from .pipeline import SOLUTIONS, course_labs, graded_parts
+    from .pipeline import course_labs, graded_parts, source_notebook
 
-    source, known = SOLUTIONS / lab / f"{lab}.ipynb", course_labs()
+    source, known = source_notebook(lab), course_labs()
     if lab not in known:
         raise SystemExit(f"no lab named {lab!r}; the labs are {', '.join(known)}")
     if not folder.is_dir():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import signal
 import sys
 import threading
@@ -73,6 +74,18 @@ class SandboxSpecs(KernelSpecManager):
                           interrupt_mode="message", resource_dir="")
 
 
+class SandboxKernelManager(AsyncKernelManager):
+    """jupyter_client's manager; under the user method the kernel runs as the sandbox's own
+    user, so the connection file (the grader's, mode 0600) is handed to it."""
+
+    owner: int | None = None
+
+    def write_connection_file(self, **kwargs) -> None:
+        super().write_connection_file(**kwargs)
+        if self.owner is not None:
+            os.chown(self.connection_file, self.owner, self.owner)
+
+
 class LimitedClient(NotebookClient):
     """nbclient, counting every message of a cell against MAX_OUTPUT_BYTES."""
 
@@ -119,9 +132,11 @@ class KernelSession:
         specs.sandbox = sandbox
         # IPC sockets in the working folder instead of TCP ports: kernels started side by side
         # cannot race for the same port, and the sandbox sees them at the same path.
-        km = AsyncKernelManager(kernel_name="sandboxed", kernel_spec_manager=specs, transport="ipc",
-                                ip=str(self.workdir / ".kernel"), connection_file=str(self.workdir / ".kernel.json"),
-                                client_class="autograder.kernel.CappedKernelClient")
+        km = SandboxKernelManager(kernel_name="sandboxed", kernel_spec_manager=specs, transport="ipc",
+                                  ip=str(self.workdir / ".kernel"), connection_file=str(self.workdir / ".kernel.json"),
+                                  client_class="autograder.kernel.CappedKernelClient")
+        km.owner = sandbox.uid if sandbox.enabled and sandbox.kind == "user" else None
+        self.sandbox = sandbox
         self.client = LimitedClient(nb, km=km, timeout=None, allow_errors=True, kernel_name="sandboxed",
                                     resources={"metadata": {"path": str(self.workdir)}},
                                     startup_timeout=60, iopub_timeout=10)
@@ -145,7 +160,7 @@ class KernelSession:
                 tail = self.stderr_log.read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"the grading kernel did not start ({e}); its stderr ends with:\n{tail}") from None
         proc = getattr(getattr(self.client.km, "provisioner", None), "process", None)
-        self.jail = Jail(getattr(proc, "pid", None))
+        self.jail = self.sandbox.jail(getattr(proc, "pid", None))
         # Runs first: a frozen or runaway kernel would only delay a polite shutdown.
         self._stack.callback(lambda: self.jail.kill())
         return self

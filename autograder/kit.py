@@ -21,12 +21,14 @@ from pathlib import Path
 
 from cluster.settings import ROOT
 
+from .sandbox import STUDENT_SIDE
+
 # Files and folders copied as they are.
 COPIED = ("labs", "cluster", "datasets", "pyproject.toml", "docker-compose.yml", ".gitignore")
-# The part of the autograder a student's notebook uses: the self-check library and what it
-# imports. The grading pipeline, the corpus (its attacks and mistakes) and the self-test stay
-# with the course staff.
-AUTOGRADER = ("__init__.py", "errors.py", "plain.py", "protos.py", "harness.py", "sandbox.py", "checks")
+# The part of the autograder a student's notebook uses (the self-check library and what it
+# imports): the same files a grading sandbox shows. The grading pipeline, the corpus (its
+# attacks and mistakes) and the self-test stay with the course staff.
+AUTOGRADER = STUDENT_SIDE
 LEFT_OUT = ("solutions", "tests", "bench", "nbgrader_config.py", ".grading-secret",
             "autograder/corpus.py", "autograder/selftest.py", "autograder/pipeline.py",
             "autograder/nbgrader_step.py", "autograder/kit.py")

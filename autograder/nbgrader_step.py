@@ -19,7 +19,7 @@ from traitlets import Bool
 
 import nbformat
 
-from .pipeline import SOLUTIONS, drop_copies, grade
+from .pipeline import drop_copies, grade, source_notebook
 
 
 class GradingFailed(RuntimeError):
@@ -38,7 +38,7 @@ class KeepCourseCopy(Preprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: dict):
         lab = resources.get("nbgrader", {}).get("assignment")
-        source = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)
+        source = nbformat.read(source_notebook(lab), as_version=4)
         for gid, cells in drop_copies(source, nb).items():
             if len(cells) > 1:
                 self.log.warning("%s: the cell %s appears %d times; only the course's own copy counts",

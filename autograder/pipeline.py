@@ -37,7 +37,7 @@ from .checks import CheckFailed, Context, checks_for, checks_module, run_cleanup
 from .cluster_watch import ClusterWatch
 from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
 from .results import CheckResult, GradingResult
-from .sandbox import NOT_GUARANTEED, Cgroups, Limits, Sandbox, available
+from .sandbox import NOT_GUARANTEED, Cgroups, Limits, Sandbox, exposed, give, method, new_uid, sweep
 
 logger = logging.getLogger(__name__)
 SOLUTIONS, RELEASE = ROOT / "solutions", ROOT / "labs"
@@ -56,9 +56,20 @@ class StudentError(Exception):
     """The submission cannot be run at all (e.g. not a notebook); graded as zero, with why."""
 
 
+def sources() -> Path:
+    """Where grading takes each lab's test cells, locked cells and points from: solutions/, or
+    where a package ships without solution code (Gradescope's), the released labs/ (nbgrader
+    keeps those cells and their metadata as they are; a test checks they agree)."""
+    return SOLUTIONS if SOLUTIONS.is_dir() else RELEASE
+
+
+def source_notebook(lab: str) -> Path:
+    return sources() / lab / f"{lab}.ipynb"
+
+
 def course_labs() -> list[str]:
     """The course's labs, in order: every solutions/<lab>/<lab>.ipynb (the one list of them)."""
-    return sorted((p.name for p in SOLUTIONS.iterdir() if (p / f"{p.name}.ipynb").exists()),
+    return sorted((p.name for p in sources().iterdir() if (p / f"{p.name}.ipynb").exists()),
                   key=lambda name: (len(name), name))   # lab10 after lab9
 
 
@@ -107,6 +118,8 @@ class Job:
     result: GradingResult | None = None
     watch: ClusterWatch | None = None   # notices a broker going down while the submission is graded
     own: Any = None                     # lab 7: the grading's own three-broker cluster (cluster.own)
+    method: str = "bwrap"               # how the sandbox jails: bwrap, or user (see sandbox.method())
+    uid: int | None = None              # the user method's uid for this grading
 
 
 def graded_parts(nb) -> dict[str, float]:
@@ -122,7 +135,7 @@ def test_label(cell) -> str | None:
 
 # --- the steps -------------------------------------------------------------------------------
 def find_lab(job: Job) -> None:
-    path = SOLUTIONS / job.lab / f"{job.lab}.ipynb"
+    path = source_notebook(job.lab)
     if not path.exists():
         raise InfrastructureError(f"unknown lab {job.lab!r}; the labs are {', '.join(course_labs())}")
     job.source = nbformat.read(path, as_version=4)
@@ -138,10 +151,20 @@ def check_sandbox(job: Job) -> None:
     if not job.sandbox:
         job.result.notes.append(NOT_GUARANTEED)
         return
-    why = available()
-    if why:
+    kind, why = method()
+    if kind is None:
         raise InfrastructureError(f"student code cannot be sandboxed here: {why} To grade anyway, without the "
                                   "sandbox's guarantees, pass --no-sandbox.")
+    if kind == "user":
+        readable = exposed(Path(env("COURSE_CLUSTER_HOME")))
+        if readable:
+            raise InfrastructureError(
+                f"bubblewrap cannot be used here ({why}), and under the other sandbox, a user of its own, "
+                f"student code could read {', '.join(map(str, readable))}. Make them private (chmod o-rwx), or "
+                "grade with the Gradescope package (python -m autograder gradescope build), which has none of them.")
+        job.uid = new_uid()
+        job.result.staff.append(f"sandbox: an unprivileged user, uid {job.uid} (bubblewrap: {why})")
+    job.method = kind
 
 
 def check_cluster(job: Job) -> None:
@@ -280,6 +303,8 @@ def make_workdir(job: Job) -> None:
     job.release_files = tuple(copied)   # read-only inside the sandbox
     for sub in (".home", ".tmp"):
         (job.workdir / sub).mkdir()
+    if job.uid is not None:
+        give(job.workdir, job.uid)
 
 
 def start_own_cluster(job: Job) -> None:
@@ -331,7 +356,8 @@ def run_notebook_and_checks(job: Job) -> None:
     scratch, cleanup = {}, []
     limits = sandbox_limits(job.lab)
     cgroups = Cgroups(job.namespace, limits) if job.sandbox else None
-    sandbox = Sandbox(job.workdir, readonly=job.release_files, limits=limits, enabled=job.sandbox, cgroups=cgroups)
+    sandbox = Sandbox(job.workdir, readonly=job.release_files, limits=limits, enabled=job.sandbox, cgroups=cgroups,
+                      kind=job.method, uid=job.uid)
     env = kernel_env(job)   # the kernel's, and the student's scripts' that checks run
 
     def run_one(session: KernelSession, label: str) -> None:
@@ -388,6 +414,10 @@ def bounded(text: str, limit: int = 3000) -> str:
 def clean_up(job: Job) -> None:
     """Delete the grading's Kafka user (first: nothing it left running can act after this),
     the namespace's topics and groups, the grading's own cluster, and the working folder."""
+    if job.uid is not None:   # the user method: whatever of the grading's user still runs
+        leftovers = sweep(job.uid)
+        if leftovers:
+            job.result.staff.append(f"{leftovers} process(es) of the grading's user outlived its sandboxes; killed")
     if job.own is not None:
         home = job.own.cluster.cfg.home
         try:
@@ -435,7 +465,8 @@ def grade(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = N
     seed = grading_seed(lab, student) if seed is None else seed
     given = notebook if isinstance(notebook, nbformat.NotebookNode) else None
     path = Path("submission.ipynb") if given is not None else Path(notebook)
-    job = Job(lab, path, seed, sandbox, cell_timeout, total_timeout, submission=given)
+    job = Job(lab, path, seed=seed, sandbox=sandbox, cell_timeout=cell_timeout, total_timeout=total_timeout,
+              submission=given)
     job.result = GradingResult(lab=lab, notebook=str(path), seed=seed)
     start = time.monotonic()
     try:

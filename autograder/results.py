@@ -37,6 +37,7 @@ class GradingResult:
     seconds: float = 0.0
     seed: int = 0
     namespace: str = ""
+    staff: list[str] = field(default_factory=list)   # hidden from the student: e.g. the grading's memory
     graded_notebook: Any = field(default=None, repr=False)   # the notebook as run, with its outputs
 
     @property
@@ -63,7 +64,7 @@ class GradingResult:
                       "output": c.details, "visibility": "hidden"} for c in self.checks if c.details)
         # Staff only: the seed replays this grading (--seed); students never see it.
         tests.append({"name": "grading (staff details)", "score": 0, "max_score": 0, "visibility": "hidden",
-                      "output": f"seed {self.seed}; namespace {self.namespace}"})
+                      "output": "; ".join([f"seed {self.seed}", f"namespace {self.namespace}", *self.staff])})
         return {"score": self.score, "max_score": self.max_score, "output": "\n".join(header),
                 "execution_time": round(self.seconds, 1), "tests": tests}
 

@@ -20,7 +20,21 @@ bubblewrap sandbox:
 The network namespace is shared: student code must reach the brokers. What it may do there
 is the brokers' business (authentication and ACLs), not the sandbox's.
 
-Where bubblewrap is missing (macOS, Windows) or cannot make namespaces, `available()` says
+Where bubblewrap cannot make namespaces (inside most containers: Docker's default seccomp
+profile forbids them, Gradescope's included) and the grader runs as root, the sandbox is an
+unprivileged user instead ("user" method, the usual Gradescope practice): every sandbox of a
+grading runs as a uid of its own (setpriv: no groups, no capabilities, no new privileges), so
+- files the grader keeps private (mode 0600/0700: the grading secret, the cluster's folder,
+  other gradings' folders, the grader's logs) cannot be read; the grading refuses to start
+  while anything of the staff's (solutions/, the corpus, the tests) is readable by others
+  (`exposed()`): grade from the Gradescope package, which has none of it;
+- it cannot signal or trace the grader's processes (another uid), and everything running as
+  its uid is found and killed at the end, double-forked daemons included;
+- the rlimits are per uid, so the process limit bounds the whole sandbox.
+What it keeps: it sees the machine's other processes in /proc (not their environment), the
+system's files that are readable by all, and /tmp (its TMPDIR is in its own folder).
+
+Where neither works (macOS, Windows; Linux without namespaces, not as root), `method()` says
 why; the grader then refuses to grade unless told `--no-sandbox`, and every result says what
 is not guaranteed.
 """
@@ -28,6 +42,7 @@ is not guaranteed.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -42,6 +57,7 @@ import psutil
 from cluster.settings import ROOT, env, jars_cache
 
 SANDBOX_UID = 65534           # "nobody" inside the sandbox
+USER_UIDS = range(61000, 65000)   # the "user" method's uids: one per grading, in no /etc/passwd
 HOSTNAME = "grading"          # the sandbox's own host name (its UTS namespace)
 FREEZE_DEADLINE_S = 5         # to stop every process of a sandbox before a check
 TMP_SIZE = 512 * 2**20        # the sandbox's /tmp, in memory
@@ -51,9 +67,14 @@ ETC_ALLOWED = ("ssl", "ca-certificates", "ca-certificates.conf", "passwd", "grou
                "nsswitch.conf", "host.conf", "localtime", "timezone", "alternatives", "java-17-openjdk",
                "java-21-openjdk", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "mime.types", "fonts",
                "matplotlibrc", "gai.conf", "protocols", "services")
+# The autograder's files that the student's kernel imports: the self-check library and what it
+# uses (the student kit ships the same). Not the pipeline, the corpus or the self-test.
+STUDENT_SIDE = ("__init__.py", "errors.py", "plain.py", "protos.py", "harness.py", "sandbox.py", "checks")
 # The course code the student's kernel imports (the connection helper, the self-check), and the
 # data the labs read. Never solutions/, the cluster's data folders or the grader's results.
-COURSE_READABLE = ("cluster", "autograder", "datasets", "pyproject.toml")
+COURSE_READABLE = ("cluster", *(f"autograder/{name}" for name in STUDENT_SIDE), "datasets", "pyproject.toml")
+# What only course staff may read; the "user" method refuses to grade while any is readable by all.
+STAFF_ONLY = ("solutions", "tests", "bench", "autograder/corpus.py", "autograder/selftest.py", ".grading-secret")
 NOT_GUARANTEED = ("graded WITHOUT a sandbox (--no-sandbox): the student's code ran with the grader's "
                   "own powers; it could read files it should not, outlive the grading, or change what "
                   "the checks see. Use this grade for feedback only.")
@@ -82,6 +103,55 @@ _SET_LIMITS = ("import os,resource as r,sys\n"
                "for s in a[:i]:\n n,v=s.split('=');r.setrlimit(getattr(r,n),(int(v),int(v)))\n"
                "os.execvp(a[i+1],a[i+1:])")
 
+
+# The user method's outer process (it stays root, the student's code cannot signal it): a
+# subreaper, so every orphan of the sandbox becomes its child and stays in the sandbox's tree;
+# it dies with the grader; it starts the program, and when the program ends, kills whatever the
+# program left behind and exits as bwrap does (128 + signal for a killed program).
+_SUPERVISE = """
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None)
+libc.prctl(36, 1)   # PR_SET_CHILD_SUBREAPER: the sandbox's orphans become our children
+libc.prctl(1, 9)    # PR_SET_PDEATHSIG: SIGKILL when the grader dies
+me = str(os.getpid())
+
+def children():
+    found = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and open("/proc/" + d + "/stat").read().rsplit(")", 1)[1].split()[1] == me:
+                found.append(int(d))
+        except (OSError, IndexError):
+            pass
+    return found
+
+program = os.fork()
+if program == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+for n in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(n, lambda n, f: os.kill(program, n))
+code = 137
+while True:
+    try:
+        pid, status = os.wait()
+    except ChildProcessError:
+        break
+    if pid == program:
+        code = os.waitstatus_to_exitcode(status)
+        code = 128 - code if code < 0 else code
+        break
+while True:   # the program has ended: so does everything it left behind
+    for pid in children():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+sys.exit(code)
+"""
 
 # Runs outside the sandbox, with the grader's rights, just before bwrap: join the sandbox's
 # control groups, so bwrap and everything it starts are counted there.
@@ -128,6 +198,86 @@ class Cgroups:
                     if time.monotonic() > deadline:
                         break
                     time.sleep(0.1)
+
+
+def method() -> tuple[str | None, str]:
+    """How student code is jailed here: ("bwrap", "") or ("user", why not bwrap), or (None,
+    why neither) . COURSE_SANDBOX chooses one; unset, bwrap where it works, else the user
+    method where the grader is root."""
+    wanted = env("COURSE_SANDBOX")
+    if wanted not in (None, "bwrap", "user"):
+        return None, f"COURSE_SANDBOX={wanted!r} is not a sandbox method; use bwrap or user, or unset it."
+    why = available() if wanted != "user" else "COURSE_SANDBOX=user"
+    if why is None:
+        return "bwrap", ""
+    if wanted == "bwrap":
+        return None, why
+    if os.geteuid() != 0:
+        return None, (f"{why} The other method, an unprivileged user of its own for each grading, needs "
+                      "the grader to run as root (e.g. in a container).")
+    if shutil.which("setpriv") is None:
+        return None, f"{why} The user method needs setpriv (util-linux): apt install util-linux."
+    if not runs_as_another_user(sys.executable):
+        return None, (f"{why} The user method runs student code as another user, who cannot run this Python "
+                      f"({sys.executable}: a folder on its way, e.g. /root, is private). Install the course's "
+                      "environment from a Python that all users can run, as the Gradescope package's setup.sh does.")
+    return "user", why
+
+
+@cache
+def runs_as_another_user(python: str) -> bool:
+    """Whether an unprivileged user can start this interpreter (pyenv's under /root cannot)."""
+    probe = subprocess.run(["setpriv", f"--reuid={USER_UIDS[-1]}", f"--regid={USER_UIDS[-1]}", "--clear-groups",
+                            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
+                            "/bin/sh", "-c", 'exec "$0" -I -S -c pass', python], capture_output=True, timeout=30, cwd="/")
+    return probe.returncode == 0
+
+
+def exposed(cluster_home: Path) -> list[Path]:
+    """What student code running as another user could read that is the staff's alone."""
+    found = []
+    for path in [*(ROOT / name for name in STAFF_ONLY), cluster_home]:
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            continue
+        if mode & 0o004 or (path.is_dir() and mode & 0o001):
+            found.append(path)
+    return found
+
+
+def new_uid() -> int:
+    """A uid for one grading's sandboxes that no running process has."""
+    taken = {p.info["uids"].real for p in psutil.process_iter(["uids"]) if p.info.get("uids")}
+    while (uid := USER_UIDS[secrets.randbelow(len(USER_UIDS))]) in taken:
+        pass
+    return uid
+
+
+def sweep(uid: int, deadline_s: float = 10) -> int:
+    """Kill every process of the user method's uid (whatever outlived its sandbox's
+    supervisor, were it killed first); returns how many there were."""
+    deadline, killed = time.monotonic() + deadline_s, 0
+    while time.monotonic() < deadline:   # again, while anything of it was still forking
+        found = [p for p in psutil.process_iter(["uids"]) if p.info.get("uids") and p.info["uids"].real == uid]
+        if not found:
+            break
+        for p in found:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(found, timeout=1)
+        killed += len(found)
+    return killed
+
+
+def give(folder: Path, uid: int) -> None:
+    """Hand a grading's working folder to its sandbox's user (the user method): the folder and
+    what the sandbox writes in it; the release files stay the grader's, readable by all."""
+    for path in (folder, *(p for p in folder.iterdir() if p.is_dir() and p.name.startswith("."))):
+        os.chown(path, uid, uid)
+    folder.chmod(0o700)
 
 
 @cache
@@ -204,15 +354,22 @@ class Sandbox:
     limits: Limits = field(default_factory=Limits)
     enabled: bool = True                   # False: --no-sandbox (limits still apply)
     cgroups: Cgroups | None = None         # whole-sandbox bounds, where the machine allows them
+    kind: str = "bwrap"                    # or "user": an unprivileged uid of its own (see method())
+    uid: int | None = None                 # the user method's uid
+    python: str = sys.executable           # the interpreter of the limits wrapper
 
     def wrap(self, argv: list[str]) -> list[str]:
         """The command line that runs argv in the sandbox, with the limits set."""
-        limited = [sys.executable, "-I", "-S", "-c", _SET_LIMITS,
+        limited = [self.python, "-I", "-S", "-c", _SET_LIMITS,
                    *(f"{k}={v}" for k, v in self.limits.rlimits().items()), "--", *argv]
-        if not self.enabled:
-            return (self.cgroups.prefix() if self.cgroups else []) + limited
-        workdir = str(Path(self.workdir).resolve())
         prefix = self.cgroups.prefix() if self.cgroups else []
+        if not self.enabled:
+            return prefix + limited
+        if self.kind == "user":
+            return [*prefix, sys.executable, "-I", "-S", "-c", _SUPERVISE,
+                    shutil.which("setpriv") or "setpriv", f"--reuid={self.uid}", f"--regid={self.uid}",
+                    "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *limited]
+        workdir = str(Path(self.workdir).resolve())
         args = [*prefix, shutil.which("bwrap") or "bwrap",
                 "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
@@ -234,16 +391,22 @@ class Sandbox:
         """Start argv in a sandbox of its own (its own PID namespace)."""
         return subprocess.Popen(self.wrap(argv), env=env, cwd=self.workdir, start_new_session=True, **kwargs)
 
+    def jail(self, pid: int | None) -> "Jail":
+        """The running sandbox whose outer process is pid."""
+        return Jail(pid, supervised=self.enabled and self.kind == "user")
+
 
 class Jail:
-    """A running sandbox, by the pid of its outer process: freeze, thaw, kill, all at once."""
+    """A running sandbox, by the pid of its outer process (bwrap, or the user method's
+    supervisor): freeze, thaw, kill, all at once."""
 
-    def __init__(self, pid: int | None):
-        self.pid = pid
+    def __init__(self, pid: int | None, supervised: bool = False):
+        self.pid, self.supervised = pid, supervised
 
     def processes(self) -> list[psutil.Process]:
         """Every process of the sandbox. Inside a PID namespace, orphans are adopted by its
-        pid 1, so they stay descendants of the outer process."""
+        pid 1, and under the user method by its supervisor (a subreaper), so they stay
+        descendants of the outer process."""
         try:
             root = psutil.Process(self.pid)
             return [root, *root.children(recursive=True)]
@@ -261,6 +424,9 @@ class Jail:
         chain of first children (bwrap -> bwrap's init -> the limits wrapper's exec)."""
         try:
             proc = psutil.Process(self.pid)
+            if self.supervised:
+                kids = proc.children()
+                return min(kids, key=lambda p: (p.create_time(), p.pid)) if kids else None
             while proc.name() == "bwrap":
                 kids = proc.children()
                 if not kids:

@@ -202,6 +202,7 @@ class Cluster:
                     "is missing: a stale or half-deleted cluster folder.", hint=hint)
             cluster_id = new_cluster_id()
             home.mkdir(parents=True, exist_ok=True)
+            home.chmod(0o700)   # brokers' data and the course's passwords: nobody else's to read
             self.state_file.write_text(json.dumps({"cluster_id": cluster_id,
                                                    "kafka_version": S.kafka_version()}, indent=2))
         for node in self.nodes.values():

@@ -188,6 +188,8 @@ ENVIRONMENT: dict[str, tuple[str | None, str]] = {
     "XDG_CACHE_HOME": (str(Path.home() / ".cache"), "the user's cache folder (freedesktop's convention)"),
     # Spark and grading
     "SPARK_MASTER": ("local[2]", "where Spark jobs run: two local threads, or spark://host:7077"),
+    "COURSE_SANDBOX": (None, "how graded code is jailed: bwrap (namespaces) or user (an unprivileged user of its "
+                       "own: containers without namespaces, e.g. Gradescope); unset: bwrap, else user as root"),
     "COURSE_GRADING_SECRET": (None, "the seeds' secret (e.g. on Gradescope); unset: the file .grading-secret"),
 }
 

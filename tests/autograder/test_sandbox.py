@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -12,12 +14,30 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autograder.sandbox import Cgroups, Jail, Limits, Sandbox, available
+from autograder.sandbox import (Cgroups, Limits, Sandbox, available, exposed, give, method, new_uid,
+                                runs_as_another_user, sweep)
 from cluster.settings import ROOT
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=f"no sandbox here: {available()}")
+as_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                             reason="the user method needs root and setpriv")
 
 ENV = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "LAB_NAMESPACE": "sandbox-test"}
+# The user method's processes run as another user: this Python may be out of its reach (pyenv's
+# under /root); the system's is not.
+USER_PYTHON = sys.executable if os.geteuid() != 0 or runs_as_another_user(sys.executable) else "/usr/bin/python3"
+
+
+@pytest.fixture
+def user_sandbox():
+    """A working folder handed to a uid of its own, as the pipeline does for the user method
+    (under /tmp: pytest's own folders are closed to other users)."""
+    folder, uid = Path(tempfile.mkdtemp(prefix="sandbox-test-")), new_uid()
+    (folder / ".home").mkdir()
+    give(folder, uid)
+    yield Sandbox(folder, kind="user", uid=uid, python=USER_PYTHON)
+    sweep(uid)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def run(tmp_path: Path, code: str, limits: Limits = Limits(), timeout: float = 60) -> subprocess.CompletedProcess:
@@ -59,14 +79,22 @@ def test_the_filesystem_shows_the_course_code_read_only_and_nothing_of_the_grade
     assert set(eval(lines[-1].split(" ", 1)[1])) <= set(ENV) | {"PWD", "LC_CTYPE"}
 
 
-def test_a_double_forked_daemon_dies_with_the_sandbox(tmp_path):
+@pytest.fixture(params=["bwrap", pytest.param("user", marks=as_root)])
+def sandbox(request, tmp_path):
+    """A sandbox of each method, bubblewrap's and the user method's."""
+    if request.param == "bwrap":
+        return Sandbox(tmp_path)
+    return request.getfixturevalue("user_sandbox")
+
+
+def test_a_double_forked_daemon_dies_with_the_sandbox(sandbox):
     marker = str(86000 + os.getpid() % 400)
-    proc = Sandbox(tmp_path).popen(["sh", "-c", f"setsid sh -c 'sleep {marker}' & sleep 60"], dict(ENV))
+    proc = sandbox.popen(["sh", "-c", f"setsid sh -c 'sleep {marker}' & sleep 60"], dict(ENV))
     deadline = time.monotonic() + 10
     while not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", marker]]:
         assert time.monotonic() < deadline, "the daemon never started"
         time.sleep(0.1)
-    Jail(proc.pid).kill()
+    sandbox.jail(proc.pid).kill()
     proc.wait(10)
     time.sleep(0.5)
     assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", marker]]
@@ -98,7 +126,8 @@ def test_memory_processes_and_file_size_are_bounded(tmp_path):
     assert "file: File too large" in out.stdout
 
 
-def test_freeze_stops_every_process_until_thawed(tmp_path):
+def test_freeze_stops_every_process_until_thawed(sandbox):
+    tmp_path = Path(sandbox.workdir)
     counter = tmp_path / "count"
     (tmp_path / "tick.py").write_text(textwrap.dedent(f"""
         import os, time
@@ -111,8 +140,8 @@ def test_freeze_stops_every_process_until_thawed(tmp_path):
                 f.write(str(n))
             time.sleep(0.02)
     """))
-    proc = Sandbox(tmp_path).popen([sys.executable, "tick.py"], dict(ENV))
-    jail = Jail(proc.pid)
+    proc = sandbox.popen([sandbox.python, "tick.py"], dict(ENV))
+    jail = sandbox.jail(proc.pid)
     try:
         deadline = time.monotonic() + 15
         while len(list(tmp_path.glob("count*"))) < 2:
@@ -161,3 +190,80 @@ def test_the_sandbox_resolves_its_own_host_name(tmp_path):
     """)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["grading", "127.0.1.1"]
+
+
+# --- the user method: an unprivileged user of its own (containers without namespaces) ---------
+@as_root
+def test_the_user_method_keeps_the_graders_files_and_processes_out_of_reach(user_sandbox, tmp_path):
+    private = Path(tempfile.mkdtemp(prefix="sandbox-test-grader-"))     # like the cluster's folder: 0700
+    (private / "secrets.json").write_text("{}")
+    other = Path(tempfile.mkdtemp(prefix="sandbox-test-other-"))        # another grading's folder
+    give(other, new_uid())
+    (user_sandbox.workdir / "probe.py").write_text(textwrap.dedent(f"""
+        import os, signal
+        print("uid", os.getuid(), os.getgid(), os.getgroups())
+        for path in ({str(private / "secrets.json")!r}, {str(other)!r}):
+            try:
+                open(path).read() if path.endswith(".json") else os.listdir(path)
+                print("READ", path)
+            except OSError as e:
+                print("refused", e.strerror)
+        try:
+            os.kill({os.getpid()}, signal.SIGSTOP)
+            print("SIGNALLED the grader")
+        except OSError as e:
+            print("refused", e.strerror)
+        open("mine.txt", "w").write("ok")
+    """))
+    try:
+        proc = user_sandbox.popen([user_sandbox.python, "probe.py"], dict(ENV), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        shutil.rmtree(private), shutil.rmtree(other)
+    assert proc.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"uid {user_sandbox.uid} {user_sandbox.uid} []"
+    assert lines[1:] == ["refused Permission denied", "refused Permission denied", "refused Operation not permitted"]
+    assert (user_sandbox.workdir / "mine.txt").stat().st_uid == user_sandbox.uid
+
+
+@as_root
+def test_the_user_methods_sandbox_ends_with_its_program(user_sandbox):
+    """As with bwrap: the program's exit status comes out (128 + signal if killed), and what it
+    left running in the background dies with it."""
+    marker = str(87000 + os.getpid() % 400)
+    proc = user_sandbox.popen(["sh", "-c", f"(setsid sleep {marker} &) ; exit 3"], dict(ENV))
+    assert proc.wait(30) == 3
+    time.sleep(0.3)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", marker]]
+    assert user_sandbox.popen(["sh", "-c", "kill -9 $$"], dict(ENV)).wait(30) == 137
+
+
+@as_root
+def test_whatever_runs_as_the_gradings_user_is_swept(user_sandbox):
+    uid = user_sandbox.uid
+    escaped = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "300"])
+    deadline = time.monotonic() + 10
+    while psutil.Process(escaped.pid).uids().real != uid:   # setpriv has not switched yet
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert sweep(uid) == 1
+    escaped.wait(10)      # a sleep of 300 s has ended (killed, and reaped by the sweep)
+    assert sweep(uid) == 0
+
+
+def test_the_user_method_is_chosen_only_where_it_holds(monkeypatch, tmp_path):
+    monkeypatch.setenv("COURSE_SANDBOX", "chroot")
+    assert method()[0] is None and "use bwrap or user" in method()[1]
+    monkeypatch.setenv("COURSE_SANDBOX", "user")
+    assert method()[0] == ("user" if os.geteuid() == 0 and runs_as_another_user(sys.executable) else None)
+    monkeypatch.delenv("COURSE_SANDBOX")
+    assert method() == ("bwrap", "")
+    private, shared = tmp_path / "private", tmp_path / "shared"
+    private.mkdir(mode=0o700)
+    shared.mkdir(mode=0o755)
+    private.chmod(0o700), shared.chmod(0o755)
+    found = exposed(shared) + exposed(private)
+    assert shared in found and private not in found
+    assert (ROOT / "solutions") in found      # a checkout: the user method refuses to grade from it
