@@ -1,5 +1,5 @@
 """python -m cluster up | down | status | logs | stop-broker N | start-broker N | kill-broker N | jars
-                   | users | add-user NAME | remove-user NAME"""
+                   | users | add-user NAME | remove-user NAME | k8s OUT --roster FILE"""
 
 from __future__ import annotations
 
@@ -127,6 +127,18 @@ def cmd_remove_user(c: Cluster, a) -> None:
     print(f"User {a.name!r} and its ACLs are gone (its topics stay until deleted).")
 
 
+def cmd_k8s(c: Cluster, a) -> None:
+    from pathlib import Path
+
+    from . import k8s
+
+    roster = k8s.read_roster(Path(a.roster))
+    for path in k8s.write(Path(a.out), roster, a.namespace, a.image):
+        print(path)
+    print(f"{len(roster)} students; apply with kubectl apply -n {a.namespace} -f strimzi-kafka.yaml -f kafka-users.yaml, "
+          "then helm upgrade --install with z2jh-values.yaml (docs/scaling.md).")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m cluster", description="The course's local three-broker Kafka cluster.")
     p.add_argument("-v", "--verbose", action="count", default=0,
@@ -158,6 +170,15 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("remove-user", help="delete a user's login and ACLs")
     r.add_argument("name", type=_user_name)
     r.set_defaults(func=cmd_remove_user)
+    k = sub.add_parser("k8s", help="the course on Kubernetes: Strimzi's Kafka, a KafkaUser per student, Zero to "
+                       "JupyterHub values (written from the kit's settings)")
+    k.add_argument("out", help="the folder to write the three YAML files into")
+    k.add_argument("--roster", required=True, help="a file with one student login name per line")
+    k.add_argument("--namespace", default="jhub", help="the Kubernetes namespace of the hub, its users' servers and "
+                   "the Kafka cluster (default: %(default)s)")
+    k.add_argument("--image", default="kafka-course/jupyter:latest", help="the course's notebook image, built "
+                   "from cluster/Dockerfile and pushed where the cluster can pull it (default: %(default)s)")
+    k.set_defaults(func=cmd_k8s)
     return p
 
 
