@@ -37,7 +37,8 @@ from .checks import CheckFailed, Context, checks_for, checks_module, run_cleanup
 from .cluster_watch import ClusterWatch
 from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
 from .results import CheckResult, GradingResult
-from .sandbox import NOT_GUARANTEED, Cgroups, Limits, Sandbox, exposed, give, method, new_uid, sweep
+from .sandbox import (NOT_GUARANTEED, Cgroups, Limits, Sandbox, exposed, give, method, new_uid, readable_by_all,
+                      sweep)
 
 logger = logging.getLogger(__name__)
 SOLUTIONS, RELEASE = ROOT / "solutions", ROOT / "labs"
@@ -162,6 +163,11 @@ def check_sandbox(job: Job) -> None:
                 f"bubblewrap cannot be used here ({why}), and under the other sandbox, a user of its own, "
                 f"student code could read {', '.join(map(str, readable))}. Make them private (chmod o-rwx), or "
                 "grade with the Gradescope package (python -m autograder gradescope build), which has none of them.")
+        if jars_cache().exists() and not readable_by_all(jars_cache()):
+            raise InfrastructureError(
+                f"student code runs as a user of its own here ({why}), who cannot read the jars in {jars_cache()} "
+                "(a folder on the way is private). Set COURSE_JARS_CACHE to a folder all users can read and run "
+                "`python -m cluster jars` (the Gradescope package does).")
         job.uid = new_uid()
         job.result.staff.append(f"sandbox: an unprivileged user, uid {job.uid} (bubblewrap: {why})")
     job.method = kind

@@ -246,6 +246,17 @@ def exposed(cluster_home: Path) -> list[Path]:
     return found
 
 
+def readable_by_all(path: Path) -> bool:
+    """Whether any user may read path: every folder on the way open to all (x), it too (r)."""
+    path = Path(path).resolve()
+    try:
+        if not path.stat().st_mode & 0o004:
+            return False
+        return all(parent.stat().st_mode & 0o001 for parent in path.parents)
+    except OSError:
+        return False
+
+
 def new_uid() -> int:
     """A uid for one grading's sandboxes that no running process has."""
     taken = {p.info["uids"].real for p in psutil.process_iter(["uids"]) if p.info.get("uids")}

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from autograder.sandbox import (Cgroups, Limits, Sandbox, available, exposed, give, method, new_uid,
-                                runs_as_another_user, sweep)
+                                readable_by_all, runs_as_another_user, sweep)
 from cluster.settings import ROOT
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=f"no sandbox here: {available()}")
@@ -267,3 +267,11 @@ def test_the_user_method_is_chosen_only_where_it_holds(monkeypatch, tmp_path):
     found = exposed(shared) + exposed(private)
     assert shared in found and private not in found
     assert (ROOT / "solutions") in found      # a checkout: the user method refuses to grade from it
+    assert not readable_by_all(private) and not readable_by_all(private / "inside")
+    assert not readable_by_all(shared)        # it is open, but pytest's folder above it is not
+    open_to_all = Path(tempfile.mkdtemp())
+    try:
+        open_to_all.chmod(0o755)
+        assert readable_by_all(open_to_all) and readable_by_all(Path("/usr/bin"))
+    finally:
+        open_to_all.rmdir()
