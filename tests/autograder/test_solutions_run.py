@@ -19,7 +19,16 @@ from autograder.pipeline import RELEASE, SOLUTIONS, course_labs
 # lab 9's notebook runs Spark for minutes, lab 10's a Connect worker: the `heavy` layer (make test-heavy)
 LABS = [pytest.param(lab, marks=pytest.mark.heavy) if second_layer(lab) else lab for lab in course_labs()]
 
-# What the demos must print, every run: the lesson, not just "something".
+def fuller_batches(text: str) -> bool:
+    """Lab 8: waiting 20 ms with 128 KiB batches makes requests clearly fuller than the defaults
+    (measured 417 against 147 records a request on a busy CI machine, ~3x; quiet, more)."""
+    rows = dict(re.findall(r"^(defaults|\{'linger_ms': 20, 'batch_size': 131072\}) +[\d,]+ +([\d,]+) ", text, re.M))
+    per_request = {k: float(v.replace(",", "")) for k, v in rows.items()}
+    return len(per_request) == 2 and per_request["{'linger_ms': 20, 'batch_size': 131072}"] >= 1.5 * per_request["defaults"]
+
+
+# What the demos must print, every run: the lesson, not just "something" (a pattern, or a
+# function of the printed text for a lesson that compares two figures).
 LESSONS = {
     "lab1": [
         r"send\(\) < RPC round trip < end to end: True",       # enqueueing is not delivering
@@ -63,7 +72,7 @@ LESSONS = {
     ],
     "lab8": [
         r"asynchronous: [\d,]+ records/s = ([2-9]\d|\d{3,})x the synchronous loop",      # not waiting: 20x or more
-        r"\{'linger_ms': 20, 'batch_size': 131072\} +[\d,]+ +([5-9]\d\d|[\d,]{5,})\b",   # hundreds a request
+        fuller_batches,                                                                # lingering fills requests
         r"gzip +[\d,]+ +(1\d|[5-9])% ", r"zstd +[\d,]+ +(1\d|[5-9])% ",              # JSON shrinks to ~1/8
         r"snappy +[\d,]+ +[1-3]\d% ", r"lz4 +[\d,]+ +[1-3]\d% ",
         r"gzip, one record a batch +[\d,]+ +[5-9]\d% ",                                # batches of one barely shrink
@@ -146,5 +155,6 @@ def test_solution_runs_top_to_bottom(cluster, lab, tmp_path, monkeypatch):
     demos = [c for c in nb.cells if "demo" in c.metadata.get("tags", [])]
     assert all(c.outputs for c in demos), "every demo cell shows something"
     text = "\n".join(printed(c) for c in nb.cells if c.cell_type == "code")
-    missing = [lesson for lesson in LESSONS.get(lab, []) if not re.search(lesson, text)]
+    missing = [getattr(lesson, "__name__", lesson) for lesson in LESSONS.get(lab, [])
+               if not (lesson(text) if callable(lesson) else re.search(lesson, text))]
     assert not missing, f"the demos did not print {missing}; they printed:\n{text[-6000:]}"
