@@ -157,3 +157,26 @@ def test_lab10s_made_up_flights_round_trip_through_the_graders_contract():
     for f in flights:
         assert avro_record(avro_bytes(flight_schema(), f), flight_schema()) == f
         assert proto_dict(proto_bytes(f)) == f
+
+
+def test_lab1_q6_measures_until_the_place_of_batched_sends_is_clear():
+    """Two rounds when batched sends lead by far (as they do on any machine), all five when the
+    ways come close: the check never decides on less than it needs."""
+    import time
+
+    from autograder.checks.lab1 import BATCHED, MIN_ROUNDS, ROUNDS, batched_clearly_first, best_rates
+
+    def ways(batched_pause: float) -> tuple[dict, dict]:
+        rounds = {"rpc": 0, "kafka one by one": 0, BATCHED: 0}
+
+        def way(name, pause):
+            return (lambda: time.sleep(pause), 5, lambda: rounds.__setitem__(name, rounds[name] + 1))
+        return {"rpc": way("rpc", 0.002), "kafka one by one": way("kafka one by one", 0.002),
+                BATCHED: way(BATCHED, batched_pause)}, rounds
+
+    clear, rounds = ways(0.0)
+    best = best_rates(clear, decided=batched_clearly_first)
+    assert set(rounds.values()) == {MIN_ROUNDS} and batched_clearly_first(best)
+    close, rounds = ways(0.002)
+    best_rates(close, decided=batched_clearly_first)
+    assert set(rounds.values()) == {ROUNDS}
