@@ -35,12 +35,14 @@ from cluster.settings import ROOT
 
 from .pipeline import RELEASE, StudentError, course_labs, grade, grading_secret
 from .results import GradingResult
+from .sandbox import STAFF_ONLY
 
-# What the grading needs, copied as it is; from autograder/, all but what only staff use.
+# What the grading needs, copied as it is; from autograder/, all but the staff's own files and
+# the student kit's builder.
 PACKAGED = ("autograder", "cluster", "datasets", "labs", "pyproject.toml")
-STAFF_ONLY = ("corpus.py", "selftest.py", "kit.py")
+LEFT_OUT = (*(Path(p).name for p in STAFF_ONLY if p.startswith("autograder/")), "kit.py")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*_pb2*.py", "*.egg-info",
-                                 "checkpoint*", "spark-warehouse", *STAFF_ONLY)
+                                 "checkpoint*", "spark-warehouse", *LEFT_OUT)
 GRADESCOPE_ROOT = Path("/autograder")
 SAMPLE_S = 0.5     # how often run() samples the memory of the cluster and the grading
 
@@ -201,6 +203,8 @@ def run(lab: str, root: Path = GRADESCOPE_ROOT) -> int:
     with PeakMemory() as memory:
         result = None
         for attempt in (1, 2):   # an infrastructure failure is tried once more, on a restarted cluster
+            if attempt > 1:
+                cluster.down()
             try:
                 cluster.up()
             except ClusterError as e:
@@ -211,7 +215,6 @@ def run(lab: str, root: Path = GRADESCOPE_ROOT) -> int:
             if not result.infrastructure_error:
                 break
             print(f"attempt {attempt}: {result.infrastructure_error}", file=sys.stderr)
-            cluster.down()
         cluster.down()
     result.staff.append(f"peak memory of the cluster and the grading: {memory.peak / 2**20:.0f} MB")
     result.write_json(results)

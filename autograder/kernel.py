@@ -135,7 +135,7 @@ class KernelSession:
         km = SandboxKernelManager(kernel_name="sandboxed", kernel_spec_manager=specs, transport="ipc",
                                   ip=str(self.workdir / ".kernel"), connection_file=str(self.workdir / ".kernel.json"),
                                   client_class="autograder.kernel.CappedKernelClient")
-        km.owner = sandbox.uid if sandbox.enabled and sandbox.kind == "user" else None
+        km.owner = sandbox.user
         self.sandbox = sandbox
         self.client = LimitedClient(nb, km=km, timeout=None, allow_errors=True, kernel_name="sandboxed",
                                     resources={"metadata": {"path": str(self.workdir)}},

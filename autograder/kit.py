@@ -25,10 +25,9 @@ from .sandbox import STUDENT_SIDE
 
 # Files and folders copied as they are.
 COPIED = ("labs", "cluster", "datasets", "pyproject.toml", "docker-compose.yml", ".gitignore")
-# The part of the autograder a student's notebook uses (the self-check library and what it
-# imports): the same files a grading sandbox shows. The grading pipeline, the corpus (its
-# attacks and mistakes) and the self-test stay with the course staff.
-AUTOGRADER = STUDENT_SIDE
+# Of the autograder, students get STUDENT_SIDE: what a notebook's self-check uses, the same
+# files a grading sandbox shows. The grading pipeline, the corpus (its attacks and mistakes) and
+# the self-test stay with the course staff.
 LEFT_OUT = ("solutions", "tests", "bench", "nbgrader_config.py", ".grading-secret",
             "autograder/corpus.py", "autograder/selftest.py", "autograder/pipeline.py",
             "autograder/nbgrader_step.py", "autograder/kit.py")
@@ -119,7 +118,7 @@ def build(target: Path) -> Path:
         elif src.exists():
             shutil.copy2(src, target / name)
     (target / "autograder").mkdir()
-    for name in AUTOGRADER:
+    for name in STUDENT_SIDE:
         src = ROOT / "autograder" / name
         if src.is_dir():
             shutil.copytree(src, target / "autograder" / name, ignore=IGNORED)

@@ -119,8 +119,7 @@ class Job:
     result: GradingResult | None = None
     watch: ClusterWatch | None = None   # notices a broker going down while the submission is graded
     own: Any = None                     # lab 7: the grading's own three-broker cluster (cluster.own)
-    method: str = "bwrap"               # how the sandbox jails: bwrap, or user (see sandbox.method())
-    uid: int | None = None              # the user method's uid for this grading
+    uid: int | None = None              # the user method's uid for this grading (None: bwrap; see sandbox.method())
 
 
 def graded_parts(nb) -> dict[str, float]:
@@ -170,7 +169,6 @@ def check_sandbox(job: Job) -> None:
                 "`python -m cluster jars` (the Gradescope package does).")
         job.uid = new_uid()
         job.result.staff.append(f"sandbox: an unprivileged user, uid {job.uid} (bubblewrap: {why})")
-    job.method = kind
 
 
 def check_cluster(job: Job) -> None:
@@ -363,7 +361,7 @@ def run_notebook_and_checks(job: Job) -> None:
     limits = sandbox_limits(job.lab)
     cgroups = Cgroups(job.namespace, limits) if job.sandbox else None
     sandbox = Sandbox(job.workdir, readonly=job.release_files, limits=limits, enabled=job.sandbox, cgroups=cgroups,
-                      kind=job.method, uid=job.uid)
+                      uid=job.uid)
     env = kernel_env(job)   # the kernel's, and the student's scripts' that checks run
 
     def run_one(session: KernelSession, label: str) -> None:

@@ -22,8 +22,9 @@ is the brokers' business (authentication and ACLs), not the sandbox's.
 
 Where bubblewrap cannot make namespaces (inside most containers: Docker's default seccomp
 profile forbids them, Gradescope's included) and the grader runs as root, the sandbox is an
-unprivileged user instead ("user" method, the usual Gradescope practice): every sandbox of a
-grading runs as a uid of its own (setpriv: no groups, no capabilities, no new privileges), so
+unprivileged user instead ("user" method, the usual Gradescope practice): each grading's
+sandboxes run as a uid of that grading's own (setpriv: no groups, no capabilities, no new
+privileges), each under a supervisor that stays root, so
 - files the grader keeps private (mode 0600/0700: the grading secret, the cluster's folder,
   other gradings' folders, the grader's logs) cannot be read; the grading refuses to start
   while anything of the staff's (solutions/, the corpus, the tests) is readable by others
@@ -265,12 +266,29 @@ def new_uid() -> int:
     return uid
 
 
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _wait_dead(procs: list[psutil.Process], timeout_s: float) -> None:
+    """Until every one is dead. A zombie is dead enough: a killed process of a sandbox stays one
+    until whoever adopted it reaps it (in a container, the machine's pid 1, which may take its
+    time: 1.5 s a grading was spent waiting for that)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(_running(p) for p in procs):
+        time.sleep(0.01)
+
+
 def sweep(uid: int, deadline_s: float = 10) -> int:
     """Kill every process of the user method's uid (whatever outlived its sandbox's
     supervisor, were it killed first); returns how many there were."""
     deadline, killed = time.monotonic() + deadline_s, 0
     while time.monotonic() < deadline:   # again, while anything of it was still forking
-        found = [p for p in psutil.process_iter(["uids"]) if p.info.get("uids") and p.info["uids"].real == uid]
+        found = [p for p in psutil.process_iter(["uids"])
+                 if p.info.get("uids") and p.info["uids"].real == uid and _running(p)]
         if not found:
             break
         for p in found:
@@ -278,7 +296,7 @@ def sweep(uid: int, deadline_s: float = 10) -> int:
                 p.kill()
             except psutil.Error:
                 pass
-        psutil.wait_procs(found, timeout=1)
+        _wait_dead(found, min(1.0, max(0.0, deadline - time.monotonic())))
         killed += len(found)
     return killed
 
@@ -365,8 +383,7 @@ class Sandbox:
     limits: Limits = field(default_factory=Limits)
     enabled: bool = True                   # False: --no-sandbox (limits still apply)
     cgroups: Cgroups | None = None         # whole-sandbox bounds, where the machine allows them
-    kind: str = "bwrap"                    # or "user": an unprivileged uid of its own (see method())
-    uid: int | None = None                 # the user method's uid
+    uid: int | None = None                 # set: the user method, as this uid (see method()); else bwrap
     python: str = sys.executable           # the interpreter of the limits wrapper
 
     def wrap(self, argv: list[str]) -> list[str]:
@@ -376,7 +393,7 @@ class Sandbox:
         prefix = self.cgroups.prefix() if self.cgroups else []
         if not self.enabled:
             return prefix + limited
-        if self.kind == "user":
+        if self.user is not None:
             return [*prefix, sys.executable, "-I", "-S", "-c", _SUPERVISE,
                     shutil.which("setpriv") or "setpriv", f"--reuid={self.uid}", f"--regid={self.uid}",
                     "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *limited]
@@ -402,16 +419,14 @@ class Sandbox:
         """Start argv in a sandbox of its own (its own PID namespace)."""
         return subprocess.Popen(self.wrap(argv), env=env, cwd=self.workdir, start_new_session=True, **kwargs)
 
+    @property
+    def user(self) -> int | None:
+        """The uid its processes run as, under the user method (else None)."""
+        return self.uid if self.enabled else None
+
     def jail(self, pid: int | None) -> "Jail":
         """The running sandbox whose outer process is pid."""
-        return Jail(pid, supervised=self.enabled and self.kind == "user")
-
-
-def _running(p: psutil.Process) -> bool:
-    try:
-        return p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+        return Jail(pid, supervised=self.user is not None)
 
 
 class Jail:
@@ -507,12 +522,7 @@ class Jail:
                 p.kill()
             except psutil.Error:
                 pass
-        # Dead is enough: a killed process inside the sandbox is a zombie until whoever adopted it
-        # reaps it (in a container, the machine's pid 1, which may take its time: 1.5 s a grading
-        # was spent here waiting for that).
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(_running(p) for p in procs):
-            time.sleep(0.01)
+        _wait_dead(procs, 5)
         if self.pid:
             try:
                 os.kill(self.pid, signal.SIGKILL)

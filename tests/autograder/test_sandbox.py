@@ -35,7 +35,7 @@ def user_sandbox():
     folder, uid = Path(tempfile.mkdtemp(prefix="sandbox-test-")), new_uid()
     (folder / ".home").mkdir()
     give(folder, uid)
-    yield Sandbox(folder, kind="user", uid=uid, python=USER_PYTHON)
+    yield Sandbox(folder, uid=uid, python=USER_PYTHON)
     sweep(uid)
     shutil.rmtree(folder, ignore_errors=True)
 
