@@ -6,13 +6,13 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-heavy test-fast bench up down status jars install release selftest student-kit gradescope clean
+.PHONY: lab test test-heavy test-fast bench up down status jars install release selftest student-kit gradescope hub clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; found " + sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -67,6 +67,12 @@ student-kit: release
 # Gradescope's autograder zip of each lab (setup.sh, run_autograder, no solution code).
 gradescope: release
 	$(PY) -m autograder gradescope build --out build/gradescope
+
+# The course's JupyterHub on this machine, as root (README: On a hosted JupyterHub): the users'
+# environment from the student kit (once), then jars, the shared cluster and the hub.
+hub: jars
+	@[ -x "$${COURSE_HUB_STATE:-/srv/kafka-course-hub}/env/bin/jupyterhub-singleuser" ] || $(PY) -m hub install
+	$(PY) -m hub run
 
 selftest: up
 	$(PY) -m autograder selftest

@@ -7,7 +7,9 @@ c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "labs"
 c.CourseDirectory.course_id = "kafka-course"
-c.CourseDirectory.db_url = "sqlite:///.nbgrader/gradebook.db"
+# an absolute path: the formgrader of a hub runs from the instructor's home, not from here
+os.makedirs(os.path.join(c.CourseDirectory.root, ".nbgrader"), exist_ok=True)
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, ".nbgrader", "gradebook.db")
 # The release keeps only the notebooks and their contract files.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*_pb2.py", "*_pb2_grpc.py",
                             "home", "tmp", "feedback"]

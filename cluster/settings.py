@@ -191,6 +191,18 @@ ENVIRONMENT: dict[str, tuple[str | None, str]] = {
     "COURSE_SANDBOX": (None, "how graded code is jailed: bwrap (namespaces) or user (an unprivileged user of its "
                        "own: containers without namespaces, e.g. Gradescope); unset: bwrap, else user as root"),
     "COURSE_GRADING_SECRET": (None, "the seeds' secret (e.g. on Gradescope); unset: the file .grading-secret"),
+    # the course's JupyterHub (hub/): read by the hub's own process, as root
+    "COURSE_HUB_STUDENTS": (None, "the hub's roster: a file of the students' login names, one per line"),
+    "COURSE_HUB_INSTRUCTORS": (None, "the instructors' login names, separated by commas"),
+    "COURSE_HUB_ADMIN": (None, "a login that may also manage the hub (JupyterHub's admin page)"),
+    "COURSE_HUB_STATE": ("/srv/kafka-course-hub", "the hub's folder: the users' environment, their Jupyter "
+                         "settings per role, the jars; every user reads it, the hub's secrets are in private/"),
+    "COURSE_HUB_ENV": (None, "the users' Python environment (the student kit's); unset: env/ in the hub's folder"),
+    "COURSE_HUB_COURSE": (str(ROOT), "the instructors' course folder (a checkout with solutions/, private to them)"),
+    "COURSE_HUB_EXCHANGE": ("/srv/nbgrader/exchange", "nbgrader's exchange: releases, submissions, feedback"),
+    "COURSE_HUB_URL": ("http://:8000", "where the hub listens"),
+    "COURSE_HUB_SUBDOMAIN_HOST": (None, "per-user subdomains, e.g. https://hub.example.edu: each server an origin "
+                                  "of its own, so the formgrader panel may be framed"),
 }
 
 
@@ -219,8 +231,10 @@ def pins() -> dict:
 
 
 def python_pins() -> dict[str, str]:
-    """Python package -> pinned version, from [project.dependencies]."""
-    return dict(d.split("==", 1) for d in pyproject()["project"]["dependencies"])
+    """Python package -> pinned version, from [project.dependencies] and its optional groups."""
+    project = pyproject()["project"]
+    extras = [d for group in project.get("optional-dependencies", {}).values() for d in group]
+    return dict(d.split("==", 1) for d in [*project["dependencies"], *extras])
 
 
 def kafka_version() -> str:

@@ -1,0 +1,260 @@
+"""What the course's JupyterHub does for each user; hub/jupyterhub_config.py wires it in.
+
+Who may log in: the students of the roster (COURSE_HUB_STUDENTS, one login name per line) and
+the instructors (COURSE_HUB_INSTRUCTORS), as local users of the machine (PAM). Each user's
+server runs as that user, in their home folder, with:
+- the course's environment (COURSE_HUB_ENV: a virtual environment holding the student kit,
+  which every user can run; never the instructors' checkout, which holds the solutions);
+- a Kafka login of their own on the shared cluster, allowed their namespace (their login name)
+  and nothing else, made (or its password reset) each time their server starts;
+- nbgrader's exchange (COURSE_HUB_EXCHANGE) and the course id, so the Assignments panel
+  fetches and submits.
+Students get the Assignments panel and Validate, not the instructors' menus. Instructors also
+get the formgrader on the course folder (COURSE_HUB_COURSE, a checkout of the kit with
+solutions/, readable by the instructors only), the grading code from it, and the course's
+admin login on Kafka (autograding makes a user per grading, as everywhere).
+
+The formgrader is a frame of the instructor's own server. JupyterHub (4.1 and later) forbids
+framing single-user servers, since on one origin a student's page could frame an instructor's.
+With per-user subdomains (COURSE_HUB_SUBDOMAIN_HOST) each server is an origin of its own and
+the instructors' servers allow frames from themselves only; without subdomains the instructors
+open the formgrader as a page (<their server>/formgrader) instead of the panel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+from cluster import accounts
+from cluster.k8s import read_roster
+from cluster.settings import env, jars_cache
+
+COURSE_ID = "kafka-course"
+STUDENT, INSTRUCTOR = "student", "instructor"
+
+# nbgrader's lab plugins and server extensions that only instructors get. The course list is
+# for hubs with several courses (it asks the hub's services); this hub serves one, so nobody
+# gets it. (autograder/kit.py hides more on a laptop, where there is no exchange.)
+INSTRUCTOR_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment")
+INSTRUCTOR_EXTENSIONS = ("nbgrader.server_extensions.formgrader",)
+NOBODYS_PLUGINS = ("@jupyter/nbgrader:course-list",)
+NOBODYS_EXTENSIONS = ("nbgrader.server_extensions.course_list",)
+
+
+class HubError(SystemExit):
+    """The hub cannot serve the course as configured: what is wrong and what to do."""
+
+    def __init__(self, what: str, todo: str):
+        super().__init__(f"The course's JupyterHub cannot start: {what}\n  What to do: {todo}")
+
+
+# --- settings -----------------------------------------------------------------------------
+def state_dir() -> Path:
+    return Path(env("COURSE_HUB_STATE"))
+
+
+def user_env() -> Path:
+    return Path(env("COURSE_HUB_ENV") or state_dir() / "env")
+
+
+def private_dir() -> Path:
+    """The hub's database and cookie secret: root's only."""
+    folder = state_dir() / "private"
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    return folder
+
+
+def course_dir() -> Path:
+    return Path(env("COURSE_HUB_COURSE"))
+
+
+def exchange_dir() -> Path:
+    return Path(env("COURSE_HUB_EXCHANGE"))
+
+
+def roles() -> dict[str, str]:
+    """Login name -> STUDENT or INSTRUCTOR."""
+    roster = env("COURSE_HUB_STUDENTS")
+    if not roster or not Path(roster).is_file():
+        raise HubError(f"COURSE_HUB_STUDENTS={roster!r} is not a file.",
+                       "Write the students' login names there, one per line, and set COURSE_HUB_STUDENTS to it.")
+    found = {name: STUDENT for name in read_roster(Path(roster))}
+    for name in (env("COURSE_HUB_INSTRUCTORS") or "").split(","):
+        if name.strip():
+            found[name.strip()] = INSTRUCTOR
+    if INSTRUCTOR not in found.values():
+        raise HubError("no instructor: COURSE_HUB_INSTRUCTORS is empty.",
+                       "Set COURSE_HUB_INSTRUCTORS to the instructors' login names, separated by commas.")
+    return found
+
+
+# --- what each role's server reads: a Jupyter config folder per role ----------------------------
+def jupyter_config(role: str, subdomains: bool) -> dict[str, object]:
+    """File name -> content of one role's Jupyter config folder (put first on JUPYTER_CONFIG_PATH)."""
+    hidden = NOBODYS_PLUGINS + (INSTRUCTOR_PLUGINS if role == STUDENT else ())
+    off = NOBODYS_EXTENSIONS + (INSTRUCTOR_EXTENSIONS if role == STUDENT else ())
+    server: dict = {"ServerApp": {"jpserver_extensions": {name: False for name in off}}}
+    if role == INSTRUCTOR and subdomains:
+        # The formgrader panel frames this server's own /formgrader: allow frames from this
+        # origin, which with subdomains is this instructor's server and nothing else.
+        server["ServerApp"]["tornado_settings"] = {
+            "headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}
+    return {
+        "nbgrader_config.json": {"CourseDirectory": {"course_id": COURSE_ID},
+                                 "Exchange": {"root": str(exchange_dir())}},
+        "labconfig/page_config.json": {"disabledExtensions": {name: True for name in hidden}},
+        "jupyter_server_config.json": server,
+    }
+
+
+def write_jupyter_configs(subdomains: bool) -> dict[str, Path]:
+    folders = {}
+    for role in (STUDENT, INSTRUCTOR):
+        folder = folders[role] = state_dir() / "jupyter" / role
+        for name, content in jupyter_config(role, subdomains).items():
+            path = folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(content, indent=2) + "\n")
+            path.chmod(0o644)
+    for path in [state_dir(), *(state_dir() / "jupyter").rglob("*")]:
+        if path.is_dir():
+            path.chmod(0o755)     # every user's server reads its role's folder
+    return folders
+
+
+# --- Kafka: a login per user on the shared cluster ---------------------------------------------
+def admin_login() -> tuple[str, str]:
+    """The course admin's bootstrap servers and password: another cluster's if
+    KAFKA_ADMIN_PASSWORD is set, else the local cluster of this checkout (the hub runs as root
+    and reads its secrets)."""
+    from cluster.connect import admin_connection
+
+    found = admin_connection()
+    return found["bootstrap_servers"], found["sasl_plain_password"]
+
+
+def students_servers() -> str:
+    """Where users' clients connect: KAFKA_BOOTSTRAP_SERVERS, else the local cluster's."""
+    from cluster.settings import Settings
+
+    return env("KAFKA_BOOTSTRAP_SERVERS") or Settings.from_env().bootstrap_servers
+
+
+def kafka_login(name: str) -> dict[str, str]:
+    """The environment that logs `name` in to Kafka with a namespace of its own: a new password
+    each time, so a password seen once (an old notebook's output) stops working."""
+    from cluster.connect import admin_client
+
+    account = accounts.Account(name, accounts.new_password())
+    admin = admin_client("course-hub", request_timeout_ms=15_000)
+    try:
+        accounts.setup_cluster(admin)
+        accounts.grant(admin, account, name)
+    finally:
+        admin.close()
+    return {"COURSE_MODE": "hosted", "LAB_NAMESPACE": name, "KAFKA_USERNAME": name,
+            "KAFKA_PASSWORD": account.password, "KAFKA_BOOTSTRAP_SERVERS": students_servers()}
+
+
+# --- the spawner's hook -----------------------------------------------------------------------
+def server_environment(name: str, role: str, configs: dict[str, Path]) -> dict[str, str]:
+    found = {
+        **kafka_login(name),
+        "PATH": f"{user_env() / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "JUPYTER_CONFIG_PATH": str(configs[role]),
+    }
+    if readable_by_all(jars_cache()):
+        found["COURSE_JARS_CACHE"] = str(jars_cache())     # labs 8-10's jars, fetched once for all
+    if role == INSTRUCTOR:
+        servers, password = admin_login()
+        found.update({
+            # the course folder's grader, cluster code and nbgrader_config.py come first
+            "PYTHONPATH": str(course_dir()),
+            "JUPYTER_CONFIG_PATH": f"{configs[role]}:{course_dir()}",
+            "KAFKA_ADMIN_BOOTSTRAP_SERVERS": servers, "KAFKA_ADMIN_PASSWORD": password,
+        })
+    return found
+
+
+def pre_spawn_hook(configs: dict[str, Path], who: dict[str, str]):
+    async def hook(spawner) -> None:
+        name = spawner.user.name
+        role = who.get(name)
+        if role is None:        # the authenticator lets in only these; a second guard
+            raise RuntimeError(f"{name} is not on the course's roster")
+        found = await asyncio.to_thread(server_environment, name, role, configs)
+        spawner.environment.update(found)
+        spawner.log.info("course: %s starts as %s with Kafka namespace %r", name, role, name)
+    return hook
+
+
+# --- checks at the hub's start: refuse with a message rather than fail a user later -----------------
+def readable_by_all(path: Path) -> bool:
+    from autograder.sandbox import readable_by_all as readable
+    return readable(path)
+
+
+def check(who: dict[str, str]) -> None:
+    if os.geteuid() != 0:
+        raise HubError("it is not running as root, and only root can start servers as the users.",
+                       "Start it with sudo (e.g. `sudo make hub`).")
+    python = user_env() / "bin" / "python"
+    if not (user_env() / "bin" / "jupyterhub-singleuser").exists():
+        raise HubError(f"{user_env()} has no jupyterhub-singleuser.",
+                       "Point COURSE_HUB_ENV at the course's environment (README: On a hosted JupyterHub).")
+    from autograder.sandbox import runs_as_another_user
+    if shutil.which("setpriv") and not runs_as_another_user(str(python)):
+        raise HubError(f"the users cannot run {python}: a folder on its way (e.g. /root) is private.",
+                       "Make the environment from a Python that every user can run, e.g. "
+                       "/usr/bin/python3 -m venv /opt/kafka-course/env (README: On a hosted JupyterHub).")
+    course = course_dir()
+    if not (course / "solutions").is_dir() or not (course / "nbgrader_config.py").exists():
+        raise HubError(f"COURSE_HUB_COURSE={course} is not a checkout of the course (no solutions/ or "
+                       "nbgrader_config.py).", "Set COURSE_HUB_COURSE to the instructors' copy of the kit.")
+    if (course / "solutions").stat().st_mode & 0o005 and course.stat().st_mode & 0o001:
+        raise HubError(f"every user may read {course / 'solutions'}.",
+                       f"chmod o-rwx {course} (its owner, an instructor, keeps every right).")
+    if proxy() is None:
+        raise HubError("configurable-http-proxy (JupyterHub's proxy, from npm) is not installed.",
+                       "Run `python -m hub install` (it puts the pinned one in the users' environment).")
+    if not readable_by_all(state_dir() / "jupyter"):
+        raise HubError(f"not every user can read {state_dir()}.",
+                       f"chmod a+rX {state_dir()}, or set COURSE_HUB_STATE to a folder all can read.")
+    missing = [name for name in who if not _user_exists(name)]
+    if missing:
+        raise HubError(f"no local user for {', '.join(missing[:5])}.",
+                       "Create them (useradd -m NAME; passwd NAME), or remove them from the roster.")
+
+
+def proxy() -> str | None:
+    """JupyterHub's proxy: the pinned one `python -m hub install` put in the users' environment,
+    else the hub's environment's, else one on the PATH."""
+    for folder in (user_env() / "bin", Path(sys.prefix) / "bin"):
+        if (folder / "configurable-http-proxy").exists():
+            return str(folder / "configurable-http-proxy")
+    return shutil.which("configurable-http-proxy")
+
+
+def _user_exists(name: str) -> bool:
+    import pwd
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def prepare_exchange() -> None:
+    """nbgrader's exchange: everyone may write, only an entry's owner may delete it (sticky)."""
+    folder = exchange_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    mode = stat.S_IMODE(folder.stat().st_mode)
+    if mode != 0o1777:
+        folder.chmod(0o1777)

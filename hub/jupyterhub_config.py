@@ -1,0 +1,44 @@
+# The course's JupyterHub on one machine: `sudo make hub`, or as root from the course's
+# environment: jupyterhub -f hub/jupyterhub_config.py
+# Everything course-specific is in hub/course_hub.py; its settings are COURSE_HUB_* variables
+# (README: On a hosted JupyterHub). Add your own settings (TLS, idle culling) below.
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the checkout the hub runs from
+
+from cluster.settings import env  # noqa: E402
+from hub import course_hub  # noqa: E402
+
+c = get_config()  # noqa: F821 - provided by JupyterHub
+
+who = course_hub.roles()
+subdomain_host = env("COURSE_HUB_SUBDOMAIN_HOST")
+configs = course_hub.write_jupyter_configs(subdomains=bool(subdomain_host))
+course_hub.prepare_exchange()
+course_hub.check(who)      # refuses to start, saying what to do, rather than fail a user later
+
+# Who: local users of this machine (PAM) on the roster; nobody else.
+c.JupyterHub.authenticator_class = "pam"
+c.Authenticator.allowed_users = set(who)
+c.Authenticator.admin_users = {env("COURSE_HUB_ADMIN")} if env("COURSE_HUB_ADMIN") else set()
+
+# Where: the hub's database and cookie secret in the state folder's private part.
+private = course_hub.private_dir()
+c.JupyterHub.bind_url = env("COURSE_HUB_URL")
+if subdomain_host:
+    c.JupyterHub.subdomain_host = subdomain_host
+c.JupyterHub.db_url = f"sqlite:///{private / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(private / "jupyterhub_cookie_secret")
+c.ConfigurableHTTPProxy.pid_file = str(private / "jupyterhub-proxy.pid")
+c.ConfigurableHTTPProxy.command = [course_hub.proxy()]
+
+# Each user's server: a process of their own user (LocalProcessSpawner), from the course's
+# environment, in their home folder, opening JupyterLab.
+c.Spawner.cmd = [str(course_hub.user_env() / "bin" / "jupyterhub-singleuser")]
+c.Spawner.default_url = "/lab"
+c.Spawner.notebook_dir = "~"
+c.Spawner.pre_spawn_hook = course_hub.pre_spawn_hook(configs, who)
+# Starting a server includes the user's Kafka login (a few seconds on a busy cluster).
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120

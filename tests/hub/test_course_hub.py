@@ -1,0 +1,107 @@
+"""The course's JupyterHub, its parts: who may log in and as what, what each role's server reads,
+and the Kafka login each user's server gets on the shared cluster (real brokers). The whole hub,
+in a real browser, is tests/hub/test_hub_browser.py."""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError, TopicAuthorizationFailedError
+
+from hub import course_hub
+from hub.course_hub import INSTRUCTOR, STUDENT, HubError
+
+
+def test_the_roster_and_the_instructors_say_who_is_who(tmp_path, monkeypatch):
+    roster = tmp_path / "students.txt"
+    roster.write_text("# section A\nada\nbo  # late joiner\n\n")
+    monkeypatch.setenv("COURSE_HUB_STUDENTS", str(roster))
+    monkeypatch.setenv("COURSE_HUB_INSTRUCTORS", "prof, ta1")
+    assert course_hub.roles() == {"ada": STUDENT, "bo": STUDENT, "prof": INSTRUCTOR, "ta1": INSTRUCTOR}
+
+
+def test_a_hub_without_a_roster_or_an_instructor_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_HUB_STUDENTS", str(tmp_path / "nowhere.txt"))
+    with pytest.raises(HubError, match="(?s)COURSE_HUB_STUDENTS=.* is not a file.*What to do: Write"):
+        course_hub.roles()
+    (tmp_path / "students.txt").write_text("ada\n")
+    monkeypatch.setenv("COURSE_HUB_STUDENTS", str(tmp_path / "students.txt"))
+    monkeypatch.delenv("COURSE_HUB_INSTRUCTORS", raising=False)
+    with pytest.raises(HubError, match="no instructor"):
+        course_hub.roles()
+
+
+def test_students_get_the_assignments_panel_and_not_the_instructors_parts(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_HUB_EXCHANGE", str(tmp_path / "exchange"))
+    for subdomains in (False, True):
+        student = course_hub.jupyter_config(STUDENT, subdomains)
+        hidden = student["labconfig/page_config.json"]["disabledExtensions"]
+        assert {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment"} <= set(hidden)
+        assert "@jupyter/nbgrader:assignment-list" not in hidden       # fetch and submit
+        server = student["jupyter_server_config.json"]["ServerApp"]
+        assert server["jpserver_extensions"]["nbgrader.server_extensions.formgrader"] is False
+        # a student's server keeps JupyterHub's own rule: no page may frame it
+        assert "tornado_settings" not in server
+        assert student["nbgrader_config.json"] == {"CourseDirectory": {"course_id": "kafka-course"},
+                                                   "Exchange": {"root": str(tmp_path / "exchange")}}
+
+
+def test_the_instructors_server_allows_frames_from_itself_only_on_subdomains(monkeypatch, tmp_path):
+    monkeypatch.setenv("COURSE_HUB_EXCHANGE", str(tmp_path / "exchange"))
+    on_paths = course_hub.jupyter_config(INSTRUCTOR, subdomains=False)
+    assert "tornado_settings" not in on_paths["jupyter_server_config.json"]["ServerApp"]
+    assert "@jupyter/nbgrader:formgrader" not in on_paths["labconfig/page_config.json"]["disabledExtensions"]
+    on_subdomains = course_hub.jupyter_config(INSTRUCTOR, subdomains=True)
+    headers = on_subdomains["jupyter_server_config.json"]["ServerApp"]["tornado_settings"]["headers"]
+    assert headers == {"Content-Security-Policy": "frame-ancestors 'self'"}
+
+
+def test_the_config_folders_are_readable_by_every_user(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_HUB_STATE", str(tmp_path / "state"))
+    folders = course_hub.write_jupyter_configs(subdomains=True)
+    assert set(folders) == {STUDENT, INSTRUCTOR}
+    for folder in folders.values():
+        assert (folder / "labconfig" / "page_config.json").stat().st_mode & 0o004
+        assert folder.stat().st_mode & 0o005 == 0o005
+    assert course_hub.private_dir().stat().st_mode & 0o077 == 0
+
+
+def create_topic(env: dict, topic: str) -> None:
+    """Make a topic (and delete it again) with the login a server's environment holds."""
+    admin = KafkaAdminClient(bootstrap_servers=env["KAFKA_BOOTSTRAP_SERVERS"], security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=env["KAFKA_USERNAME"],
+                             sasl_plain_password=env["KAFKA_PASSWORD"], bootstrap_timeout_ms=10_000,
+                             request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 3)])
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
+
+
+def test_each_server_gets_a_kafka_login_for_its_namespace_only(cluster):
+    first = course_hub.kafka_login("hubtest-ada")
+    assert first["COURSE_MODE"] == "hosted" and first["LAB_NAMESPACE"] == first["KAFKA_USERNAME"] == "hubtest-ada"
+    assert first["KAFKA_BOOTSTRAP_SERVERS"] == cluster.bootstrap_servers
+    create_topic(first, "hubtest-ada.events")
+    with pytest.raises(TopicAuthorizationFailedError):
+        create_topic(first, "hubtest-bo.events")              # another student's namespace
+    # the next start of the server resets the password: the old one no longer logs in
+    second = course_hub.kafka_login("hubtest-ada")
+    assert second["KAFKA_PASSWORD"] != first["KAFKA_PASSWORD"]
+    create_topic(second, "hubtest-ada.events")
+    with pytest.raises(KafkaError, match="(?i)auth"):
+        create_topic(first, "hubtest-ada.events")
+
+
+def test_an_instructors_server_gets_the_course_folder_and_the_admin_login(cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_HUB_COURSE", str(tmp_path / "course"))
+    configs = {STUDENT: tmp_path / "s", INSTRUCTOR: tmp_path / "i"}
+    student = course_hub.server_environment("hubtest-cy", STUDENT, configs)
+    assert "KAFKA_ADMIN_PASSWORD" not in student and "PYTHONPATH" not in student
+    assert student["JUPYTER_CONFIG_PATH"] == str(tmp_path / "s")
+    teacher = course_hub.server_environment("hubtest-prof", INSTRUCTOR, configs)
+    assert teacher["PYTHONPATH"] == str(tmp_path / "course")
+    assert teacher["JUPYTER_CONFIG_PATH"] == f"{tmp_path / 'i'}:{tmp_path / 'course'}"
+    assert teacher["KAFKA_ADMIN_PASSWORD"] == cluster.secrets.admin().password

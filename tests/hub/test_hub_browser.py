@@ -1,0 +1,289 @@
+"""The course's JupyterHub as its users meet it, in a real browser (Debian's chromium, driven by
+Playwright). Local users of this machine log in with their passwords (PAM). The instructor
+generates and releases lab 1 in the formgrader panel; a student fetches it in the Assignments
+panel, runs it in JupyterLab against their own namespace on the shared cluster, sees every
+self-check pass, and submits; the instructor collects and autogrades in the formgrader and sees
+the student's score. Screenshots of each step go to build/test-artifacts/hub/.
+
+The hub runs as it would for a class (hub/jupyterhub_config.py, `python -m hub install`), with
+per-user subdomains (*.hub.test, mapped to this machine in the browser), on the test cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.pipeline import SOLUTIONS, graded_parts
+from cluster.settings import ROOT
+
+LAB = "lab1"
+STUDENT, INSTRUCTOR = "kcstudent", "kcteacher"
+CHROMIUM = Path("/usr/bin/chromium")
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+ARTIFACTS = ROOT / "build" / "test-artifacts" / "hub"
+# What the instructors' copy of the course holds (a checkout: solutions, grader, cluster, data).
+COURSE_FILES = ("autograder", "cluster", "datasets", "labs", "solutions", "nbgrader_config.py", "pyproject.toml")
+
+pytestmark = [pytest.mark.heavy]
+
+
+def missing() -> str | None:
+    if os.geteuid() != 0:
+        return "the hub starts servers as other users: run as root"
+    for tool in ("useradd", "chpasswd", "userdel", "npm", "setpriv"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    if not CHROMIUM.exists():
+        return "Debian's chromium is not installed (apt install chromium; .ci/run does)"
+    if not SYSTEM_PYTHON.exists():
+        return f"{SYSTEM_PYTHON} (a Python every user can run) is not installed"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Hub:
+    url: str              # the hub, as the browser reaches it (a subdomain host)
+    passwords: dict[str, str]
+    home: dict[str, Path]
+    course: Path
+    log: Path
+
+    def server(self, user: str) -> str:
+        host = self.url.split("//", 1)[1]
+        return f"http://{user}.{host}/user/{user}"
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=kw.pop("timeout", 900), **kw)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd[:4]))} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def add_user(name: str, home: Path) -> str:
+    password = secrets.token_urlsafe(12)
+    subprocess.run(["userdel", "-f", name], capture_output=True)     # a leftover of an interrupted run
+    run(["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash", name])
+    run(["chpasswd"], input=f"{name}:{password}\n")
+    return password
+
+
+def remove_user(name: str) -> None:
+    subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+    for _ in range(50):
+        if subprocess.run(["pgrep", "-u", name], capture_output=True).returncode != 0:
+            break
+        time.sleep(0.1)
+    subprocess.run(["userdel", "-f", name], capture_output=True)
+
+
+def wait_for(url: str, proc: subprocess.Popen, log: Path, deadline_s: float = 120) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            pytest.fail(f"the hub exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"the hub did not answer at {url} within {deadline_s} s:\n{log.read_text()[-4000:]}")
+
+
+@pytest.fixture(scope="module")
+def hub(cluster):
+    why = missing()
+    if why:
+        pytest.skip(why)
+    # Under /tmp and open to all: every user's server reads the hub's folder (pytest's are private).
+    top = Path(tempfile.mkdtemp(prefix="kafka-course-hub-"))
+    top.chmod(0o755)
+    state, homes = top / "state", top / "home"
+    homes.mkdir()
+    users = {STUDENT: homes / STUDENT, INSTRUCTOR: homes / INSTRUCTOR}
+    passwords = {name: add_user(name, home) for name, home in users.items()}
+    (top / "students.txt").write_text(f"# the class\n{STUDENT}\n")
+
+    # the instructors' copy of the course: theirs, and nobody else's
+    course = users[INSTRUCTOR] / "kafka-course"
+    course.mkdir()
+    for name in COURSE_FILES:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, course / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*_pb2*.py"))
+        else:
+            shutil.copy2(src, course / name)
+    run(["chown", "-R", f"{INSTRUCTOR}:{INSTRUCTOR}", str(course)])
+    course.chmod(0o700)
+
+    env = {k: v for k, v in os.environ.items() if k not in ("LAB_NAMESPACE", "KAFKA_USERNAME", "KAFKA_PASSWORD")}
+    env.update(COURSE_HUB_STATE=str(state), COURSE_HUB_STUDENTS=str(top / "students.txt"),
+               COURSE_HUB_INSTRUCTORS=INSTRUCTOR, COURSE_HUB_COURSE=str(course),
+               COURSE_HUB_EXCHANGE=str(top / "exchange"))
+    # the users' environment, as a host makes it (the system's Python; the student kit)
+    run([sys.executable, "-m", "hub", "install", "--python", str(SYSTEM_PYTHON)], env=env, cwd=ROOT, timeout=1500)
+
+    port, hub_port, api_port = free_port(), free_port(), free_port()
+    env.update(COURSE_HUB_URL=f"http://127.0.0.1:{port}", COURSE_HUB_SUBDOMAIN_HOST=f"http://hub.test:{port}")
+    log = top / "hub.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(ROOT / "hub" / "jupyterhub_config.py"),
+                                 f"--JupyterHub.hub_port={hub_port}",
+                                 f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{api_port}"],
+                                cwd=state / "private" if (state / "private").exists() else top,
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(f"http://127.0.0.1:{port}/hub/api/", proc, log)
+        yield Hub(url=f"http://hub.test:{port}", passwords=passwords, home=users, course=course, log=log)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)     # the hub stops the users' servers, then itself
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(log, ARTIFACTS / "hub.log")
+        for name in users:
+            remove_user(name)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser(hub):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM),
+                              args=["--host-resolver-rules=MAP hub.test 127.0.0.1, MAP *.hub.test 127.0.0.1"])
+        yield b
+        b.close()
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def log_in(browser, hub: Hub, user: str):
+    """A browser session of `user`: logged in, their server started, JupyterLab open."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", hub.passwords[user])
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(rf"/user/{user}/lab"), timeout=180_000)
+    page.locator(".jp-LabShell").wait_for(timeout=120_000)
+    return page
+
+
+def nbgrader_panel(page, item: str) -> None:
+    page.get_by_role("menuitem", name="Nbgrader").click()
+    page.get_by_role("menuitem", name=item).click()
+
+
+def formgrader(page):
+    """The formgrader panel's frame (the frame JupyterHub forbids unless the hub is set up for it)."""
+    nbgrader_panel(page, "Formgrader")
+    frame = page.frame_locator("iframe[src*='formgrader']")
+    frame.get_by_text("Manage Assignments").first.wait_for()
+    return frame
+
+
+def close_modal(frame) -> str:
+    """Dismiss formgrader's report of an action; return its text."""
+    modal = frame.locator(".modal-dialog").first
+    modal.wait_for(timeout=300_000)
+    text = modal.inner_text()
+    modal.get_by_role("button", name=re.compile("close|ok", re.I)).first.click()
+    modal.wait_for(state="hidden")
+    return text
+
+
+def test_a_student_and_an_instructor_do_lab1_in_the_browser(hub, browser):
+    # the instructor generates the student version of lab 1 and releases it, in the formgrader
+    teacher = log_in(browser, hub, INSTRUCTOR)
+    frame = formgrader(teacher)
+    row = frame.locator("tr", has=frame.get_by_role("link", name=LAB, exact=True))
+    row.locator("td.assign a").click()
+    assert "Success" in close_modal(frame)
+    row.locator("td.release a").click()
+    assert "Success" in close_modal(frame)
+    row.locator("td.status", has_text="released").wait_for()
+    shot(teacher, "1-instructor-released")
+
+    # the student fetches it, does the work, and runs every cell
+    student = log_in(browser, hub, STUDENT)
+    nbgrader_panel(student, "Assignment List")
+    student.get_by_role("button", name="Fetch").click()
+    student.get_by_text(f"{LAB}.ipynb").first.wait_for()
+    shot(student, "2-student-fetched")
+    fetched = hub.home[STUDENT] / LAB / f"{LAB}.ipynb"
+    assert "### BEGIN SOLUTION" not in fetched.read_text(), "the release holds no solution"
+    # the student's answers (the solution's code, as if typed), in their own file
+    solution = nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4)
+    nbformat.write(solution, fetched)
+    owner = pwd.getpwnam(STUDENT)
+    os.chown(fetched, owner.pw_uid, owner.pw_gid)
+
+    student.goto(f"{hub.server(STUDENT)}/lab/tree/{LAB}/{LAB}.ipynb")
+    student.locator(".jp-Notebook").wait_for()
+    student.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=120_000)
+    student.get_by_role("menuitem", name="Run", exact=True).click()
+    student.get_by_role("menuitem", name="Run All Cells").click()
+    parts = graded_parts(solution)
+    for label in parts:
+        passed = student.get_by_text(re.compile(rf"{label} passed \(")).first
+        passed.wait_for(state="attached", timeout=600_000)
+        passed.scroll_into_view_if_needed()
+    student.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=300_000)
+    errors = student.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    shot(student, "3-student-ran-lab1")
+    assert "Traceback" not in " ".join(errors.all_text_contents())
+    student.keyboard.press("Control+s")
+    student.locator(".jp-mod-dirty").wait_for(state="detached")
+    # every self-check's line is in what the student's server saved
+    saved = json.dumps(nbformat.read(fetched, as_version=4).cells)
+    assert all(f"{label} passed" in saved for label in parts), saved[-2000:]
+
+    nbgrader_panel(student, "Assignment List")
+    student.get_by_role("button", name="Submit").click()
+    student.get_by_text(re.compile("submitted", re.I)).first.wait_for()
+    shot(student, "4-student-submitted")
+
+    # the instructor collects and autogrades (the course's sandboxed grading) and sees the score
+    frame = formgrader(teacher)
+    row = frame.locator("tr", has=frame.get_by_role("link", name=LAB, exact=True))
+    row.locator("td.collect a").click()
+    assert "Success" in close_modal(frame)
+    row.locator("td.num-submissions a").click()
+    sub = frame.locator("tr", has_text=STUDENT)
+    sub.locator("td.autograde a").click()
+    score = sub.locator("td.score")
+    score.filter(has_text="/").wait_for(timeout=600_000)
+    shot(teacher, "5-instructor-autograded")
+    assert score.inner_text().strip() == f"{sum(parts.values()):g} / {sum(parts.values()):g}"
