@@ -40,7 +40,8 @@ lab: up
 #   make test        everything but the `heavy` layer: labs 1-8 whole, labs 9-10's checks' parts (~19 min)
 #   make test-heavy  the labs whose gradings start JVMs for the student's work (lab 9: Spark,
 #                    lab 10: Kafka Connect): self-tests, notebooks, standalone Spark; and the
-#                    Gradescope package, set up and run as Gradescope does (~16 min)
+#                    Gradescope package, set up and run as Gradescope does; the course's
+#                    JupyterHub in a real browser (~18 min)
 # CI (.ci/run) runs test, then test-heavy.
 test: jars
 	$(PY) -m pytest -n 2 --dist loadscope -m "not heavy"

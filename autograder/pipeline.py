@@ -337,6 +337,9 @@ def kernel_env(job: Job) -> dict[str, str]:
     venv_bin = str(Path(os.sys.executable).parent)
     home = job.workdir / ".home"
     env.update(PATH=f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", VIRTUAL_ENV=str(Path(venv_bin).parent),
+               # the course's own packages (cluster, the self-checks) from the course folder being
+               # graded, whatever the environment's install points at (on a hub, the student kit's)
+               PYTHONPATH=str(ROOT),
                LAB_NAMESPACE=job.namespace, KAFKA_BOOTSTRAP_SERVERS=job.bootstrap,
                KAFKA_USERNAME=job.account.username, KAFKA_PASSWORD=job.account.password,
                HOME=str(home), TMPDIR=str(job.workdir / ".tmp"), USER="student",

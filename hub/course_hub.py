@@ -43,7 +43,9 @@ STUDENT, INSTRUCTOR = "student", "instructor"
 # gets it. (autograder/kit.py hides more on a laptop, where there is no exchange.)
 INSTRUCTOR_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment")
 INSTRUCTOR_EXTENSIONS = ("nbgrader.server_extensions.formgrader",)
-NOBODYS_PLUGINS = ("@jupyter/nbgrader:course-list",)
+NOBODYS_PLUGINS = ("@jupyter/nbgrader:course-list",
+                   # JupyterLab's "get notified about Jupyter news?" (the hub's admins decide)
+                   "@jupyterlab/apputils-extension:announcements")
 NOBODYS_EXTENSIONS = ("nbgrader.server_extensions.course_list",)
 
 

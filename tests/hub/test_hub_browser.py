@@ -166,6 +166,8 @@ def hub(cluster):
             os.killpg(proc.pid, signal.SIGKILL)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(log, ARTIFACTS / "hub.log")
+        if (course / "autograded").exists():        # what the grading wrote, for a failure's reader
+            shutil.copytree(course / "autograded", ARTIFACTS / "autograded", dirs_exist_ok=True)
         for name in users:
             remove_user(name)
         shutil.rmtree(top, ignore_errors=True)
@@ -224,7 +226,22 @@ def close_modal(frame) -> str:
     return text
 
 
-def test_a_student_and_an_instructor_do_lab1_in_the_browser(hub, browser):
+@pytest.fixture
+def on_failure(browser, request):
+    """Screenshots of every page still open when the test fails: what the users saw."""
+    failed_before = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed_before:
+        for i, context in enumerate(browser.contexts):
+            for j, page in enumerate(context.pages):
+                try:
+                    shot(page, f"failed-{i}-{j}")
+                except Exception:    # the page itself may be what broke
+                    pass
+
+
+@pytest.mark.timeout(1800)
+def test_a_student_and_an_instructor_do_lab1_in_the_browser(hub, browser, on_failure):
     # the instructor generates the student version of lab 1 and releases it, in the formgrader
     teacher = log_in(browser, hub, INSTRUCTOR)
     frame = formgrader(teacher)
@@ -240,9 +257,13 @@ def test_a_student_and_an_instructor_do_lab1_in_the_browser(hub, browser):
     student = log_in(browser, hub, STUDENT)
     nbgrader_panel(student, "Assignment List")
     student.get_by_role("button", name="Fetch").click()
-    student.get_by_text(f"{LAB}.ipynb").first.wait_for()
-    shot(student, "2-student-fetched")
     fetched = hub.home[STUDENT] / LAB / f"{LAB}.ipynb"
+    deadline = time.monotonic() + 60
+    while not fetched.exists():
+        assert time.monotonic() < deadline, f"the Fetch button did not fetch {LAB} into the student's home"
+        time.sleep(0.2)
+    student.get_by_text(re.compile("Downloaded assignments", re.I)).first.wait_for()
+    shot(student, "2-student-fetched")
     assert "### BEGIN SOLUTION" not in fetched.read_text(), "the release holds no solution"
     # the student's answers (the solution's code, as if typed), in their own file
     solution = nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4)
@@ -253,8 +274,10 @@ def test_a_student_and_an_instructor_do_lab1_in_the_browser(hub, browser):
     student.goto(f"{hub.server(STUDENT)}/lab/tree/{LAB}/{LAB}.ipynb")
     student.locator(".jp-Notebook").wait_for()
     student.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=120_000)
-    student.get_by_role("menuitem", name="Run", exact=True).click()
-    student.get_by_role("menuitem", name="Run All Cells").click()
+    # the notebook's own toolbar: restart the kernel and run all cells, then confirm
+    student.locator(".jp-NotebookPanel-toolbar [data-command='notebook:restart-run-all']").click()
+    student.locator(".jp-Dialog .jp-mod-accept").click()
+    student.locator(".jp-InputArea-prompt", has_text="[*]").first.wait_for(state="attached")
     parts = graded_parts(solution)
     for label in parts:
         passed = student.get_by_text(re.compile(rf"{label} passed \(")).first
@@ -283,7 +306,45 @@ def test_a_student_and_an_instructor_do_lab1_in_the_browser(hub, browser):
     row.locator("td.num-submissions a").click()
     sub = frame.locator("tr", has_text=STUDENT)
     sub.locator("td.autograde a").click()
+    assert "Successfully autograded" in close_modal(frame)
     score = sub.locator("td.score")
     score.filter(has_text="/").wait_for(timeout=600_000)
     shot(teacher, "5-instructor-autograded")
     assert score.inner_text().strip() == f"{sum(parts.values()):g} / {sum(parts.values()):g}"
+
+
+def test_a_student_has_none_of_the_instructors_powers(hub, browser, on_failure):
+    student = log_in(browser, hub, STUDENT)
+    student.get_by_role("menuitem", name="Nbgrader").click()
+    items = student.locator(".lm-Menu-itemLabel").all_inner_texts()
+    student.keyboard.press("Escape")
+    assert "Assignment List" in items and "Formgrader" not in items and "Create assignment" not in items, items
+    # (page.goto, not Playwright's own HTTP client: only the browser maps *.hub.test to this machine)
+    assert student.goto(f"{hub.server(STUDENT)}/formgrader").status == 404
+    # JupyterHub's own rule stands for students: no page may frame their server
+    lab = student.goto(f"{hub.server(STUDENT)}/lab")
+    assert lab.headers["content-security-policy"] == "frame-ancestors 'none'"
+    teacher = log_in(browser, hub, INSTRUCTOR)
+    assert teacher.goto(f"{hub.server(INSTRUCTOR)}/lab").headers["content-security-policy"] == "frame-ancestors 'self'"
+    # the formgrader as a page of its own, as instructors use it on a hub without subdomains
+    teacher.goto(f"{hub.server(INSTRUCTOR)}/formgrader")
+    teacher.get_by_text("Manage Assignments").first.wait_for()
+    # the instructors' course folder (the solutions) is closed to the student's own user
+    solution = hub.course / "solutions" / LAB / f"{LAB}.ipynb"
+    peek = subprocess.run(["runuser", "-u", STUDENT, "--", "cat", str(solution)], capture_output=True, text=True)
+    assert peek.returncode != 0 and "Permission denied" in peek.stderr
+
+
+def test_memory_per_user(hub):
+    """Not a limit, a measurement for the README: what each user's server and kernels hold."""
+    import psutil
+
+    lines = []
+    for user in (STUDENT, INSTRUCTOR):
+        procs = [p for p in psutil.process_iter(["username", "memory_info", "name"]) if p.info["username"] == user]
+        rss = sum(p.info["memory_info"].rss for p in procs if p.info["memory_info"])
+        lines.append(f"{user}: {len(procs)} processes, {rss / 2**20:.0f} MB resident")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "memory.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    assert lines
