@@ -13,6 +13,9 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, "
 # The release keeps only the notebooks and their contract files.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*_pb2.py", "*_pb2_grpc.py",
                             "home", "tmp", "feedback"]
+# Collect believes the machine, not the submission: who owns it, when it arrived, and no links
+# (a link to the solutions would be copied as the instructor). See autograder/exchange.py.
+c.ExchangeFactory.collect = "autograder.exchange.CheckedCollect"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
 # Autograding runs the grader's own pipeline instead of nbgrader's Execute step: the student's
@@ -21,6 +24,7 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # On a machine without bubblewrap: c.GradeInSandbox.sandbox = False (results say what that loses).
 c.Autograde.autograde_preprocessors = [
     "autograder.nbgrader_step.GradeInSandbox",
+    "autograder.nbgrader_step.SanitizeMarkup",      # the formgrader shows it on the instructor's server
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",

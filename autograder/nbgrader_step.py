@@ -12,6 +12,7 @@ steps (SaveAutoGrades, feedback) then read those as usual.
 from __future__ import annotations
 
 import copy
+import re
 
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
@@ -83,3 +84,49 @@ class GradeInSandbox(Preprocessor):
                 cell.outputs.append(NotebookNode(output_type="error", ename="CheckFailed", evalue=check.message,
                                                  traceback=[f"{label} failed", *check.message.splitlines()]))
         return nb, resources
+
+
+class SanitizeMarkup(Preprocessor):
+    """What the formgrader and the feedback show is the student's markup: the autograded
+    notebook, rendered on the instructor's own server. Its markdown cells and HTML outputs are
+    cleaned (scripts and event handlers shown as text, not run) and script outputs dropped.
+    (nbgrader's formgrade template renders markdown unsanitized whatever HTMLExporter's
+    sanitize_html says.)"""
+
+    enabled = Bool(True).tag(config=True)
+    SCRIPTED = ("application/javascript", "text/javascript", "application/vnd.jupyter.widget-view+json")
+    MARKUP = ("text/html", "text/markdown", "image/svg+xml")
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        for cell in nb.cells:
+            if cell.cell_type == "markdown" and HTML_TAG.search(cell.source):
+                cell.source = clean_html(cell.source)
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                for mime in [m for m in data if m in self.SCRIPTED]:
+                    del data[mime]
+                for mime in [m for m in data if m in self.MARKUP]:
+                    text = data[mime] if isinstance(data[mime], str) else "".join(data[mime])
+                    data[mime] = clean_html(text)
+        return nb, resources
+
+
+HTML_TAG = re.compile(r"<[A-Za-z!/?]")
+# What a student's markup may keep: text formatting, lists, links, images, code and tables
+# (pandas' HTML included); never scripts, styles, frames, forms or event handlers.
+SAFE_TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
+             "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "small",
+             "span", "strong", "sub", "summary", "sup", "table", "caption", "thead", "tbody", "tfoot", "tr", "th",
+             "td", "u", "ul"}
+SAFE_ATTRIBUTES = {"*": ["class", "title"], "a": ["href"], "img": ["src", "alt", "width", "height"],
+                   "th": ["colspan", "rowspan"], "td": ["colspan", "rowspan"], "table": ["border"]}
+
+
+def clean_html(text: str) -> str:
+    """The markup with anything outside SAFE_TAGS shown as text; links only to http(s), mailto
+    and inline images (no javascript: URLs)."""
+    import bleach
+
+    return bleach.clean(text, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES,
+                        protocols={"http", "https", "mailto", "data"})
+

@@ -36,7 +36,9 @@ from . import settings as S
 from .errors import ClusterError
 
 ENV = "COURSE_OWN_CLUSTER"     # set by the grader: {"bootstrap_servers", "username", "password"}
-LOCKS = Path(tempfile.gettempdir()) / "kafka-course-own-ports"
+# One folder per user: on a shared machine (a hub) a folder made by one user would lock the
+# others out. Two users racing for the same block still meet the port check below.
+LOCKS = Path(tempfile.gettempdir()) / f"kafka-course-own-ports-{os.getuid()}"
 
 
 def own_settings(home: Path, port_base: int) -> S.Settings:
@@ -54,9 +56,12 @@ def _lock_free_port_base() -> tuple[int, int]:
     with an flock) so that two gradings starting at once never take the same one."""
     from .kafka import port_holder
 
-    LOCKS.mkdir(parents=True, exist_ok=True)
+    LOCKS.mkdir(mode=0o700, exist_ok=True)
+    if LOCKS.lstat().st_uid != os.getuid() or not LOCKS.is_dir():
+        raise ClusterError(f"{LOCKS} is not a folder of yours: another user made it.",
+                           hint=f"Ask your course admin to remove {LOCKS}.")
     for base in random.sample(S.OWN_PORT_BASES, len(S.OWN_PORT_BASES)):
-        fd = os.open(LOCKS / f"{base}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(LOCKS / f"{base}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -201,6 +201,8 @@ ENVIRONMENT: dict[str, tuple[str | None, str]] = {
     "COURSE_HUB_COURSE": (str(ROOT), "the instructors' course folder (a checkout with solutions/, private to them)"),
     "COURSE_HUB_EXCHANGE": ("/srv/nbgrader/exchange", "nbgrader's exchange: releases, submissions, feedback"),
     "COURSE_HUB_URL": ("http://:8000", "where the hub listens"),
+    "COURSE_HUB_SSL_CERT": (None, "the hub's TLS certificate (users send their passwords), with COURSE_HUB_SSL_KEY"),
+    "COURSE_HUB_SSL_KEY": (None, "its private key"),
     "COURSE_HUB_SUBDOMAIN_HOST": (None, "per-user subdomains, e.g. https://hub.example.edu: each server an origin "
                                   "of its own, so the formgrader panel may be framed"),
 }

@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pwd
+import re
 import shutil
 import stat
 import sys
@@ -33,9 +35,10 @@ from pathlib import Path
 
 from cluster import accounts
 from cluster.k8s import read_roster
-from cluster.settings import env, jars_cache
+from cluster.settings import ROOT, env, jars_cache
 
 COURSE_ID = "kafka-course"
+LOGIN = re.compile(r"[a-z0-9][a-z0-9-]{0,51}")
 STUDENT, INSTRUCTOR = "student", "instructor"
 
 # nbgrader's lab plugins and server extensions that only instructors get. The course list is
@@ -94,6 +97,16 @@ def roles() -> dict[str, str]:
     if INSTRUCTOR not in found.values():
         raise HubError("no instructor: COURSE_HUB_INSTRUCTORS is empty.",
                        "Set COURSE_HUB_INSTRUCTORS to the instructors' login names, separated by commas.")
+    # a login is also its Kafka user and namespace: never one of the course's own users
+    bad = [n for n in found if not LOGIN.fullmatch(n) or n in accounts.SUPER_USERS or n.startswith("grade-")]
+    if bad:
+        raise HubError(f"{', '.join(bad[:5])} cannot be a login here: each login is also a Kafka user and the "
+                       "prefix of its topics.", "Use login names of lower-case letters, digits and '-', not "
+                       f"{' or '.join(accounts.SUPER_USERS)} and not starting with 'grade-' (the gradings').")
+    admin = env("COURSE_HUB_ADMIN")
+    if admin and found.get(admin) != INSTRUCTOR:
+        raise HubError(f"COURSE_HUB_ADMIN={admin!r} is not an instructor: the hub's admin may act as any user.",
+                       "Give that role to an instructor (COURSE_HUB_INSTRUCTORS), or unset COURSE_HUB_ADMIN.")
     return found
 
 
@@ -172,6 +185,8 @@ def server_environment(name: str, role: str, configs: dict[str, Path]) -> dict[s
         "PATH": f"{user_env() / 'bin'}:/usr/local/bin:/usr/bin:/bin",
         "JUPYTER_CONFIG_PATH": str(configs[role]),
     }
+    # lab 7's clusters of one's own, in one's home (the course's folder is not the users' to write)
+    found["COURSE_OWN_CLUSTER_HOME"] = str(Path(pwd.getpwnam(name).pw_dir) / ".kafka-course" / "own-cluster")
     if readable_by_all(jars_cache()):
         found["COURSE_JARS_CACHE"] = str(jars_cache())     # labs 8-10's jars, fetched once for all
     if role == INSTRUCTOR:
@@ -179,6 +194,9 @@ def server_environment(name: str, role: str, configs: dict[str, Path]) -> dict[s
         found.update({
             # the course folder's grader, cluster code and nbgrader_config.py come first
             "PYTHONPATH": str(course_dir()),
+            # and never a module of a student's that sits in the folder a kernel starts in
+            # (an instructor opening a collected submission)
+            "PYTHONSAFEPATH": "1",
             "JUPYTER_CONFIG_PATH": f"{configs[role]}:{course_dir()}",
             "KAFKA_ADMIN_BOOTSTRAP_SERVERS": servers, "KAFKA_ADMIN_PASSWORD": password,
         })
@@ -203,26 +221,33 @@ def readable_by_all(path: Path) -> bool:
     return readable(path)
 
 
-def check(who: dict[str, str]) -> None:
+def check_root() -> None:
     if os.geteuid() != 0:
         raise HubError("it is not running as root, and only root can start servers as the users.",
-                       "Start it with sudo (e.g. `sudo make hub`).")
+                       "Start it as root with the settings: `sudo -E make hub` (-E keeps COURSE_HUB_*).")
+
+
+def check(who: dict[str, str]) -> None:
+    """Everything a user would otherwise meet later as a failure, checked before the hub starts."""
     python = user_env() / "bin" / "python"
     if not (user_env() / "bin" / "jupyterhub-singleuser").exists():
         raise HubError(f"{user_env()} has no jupyterhub-singleuser.",
-                       "Point COURSE_HUB_ENV at the course's environment (README: On a hosted JupyterHub).")
+                       "Run `python -m hub install`, or point COURSE_HUB_ENV at the course's environment.")
     from autograder.sandbox import runs_as_another_user
-    if shutil.which("setpriv") and not runs_as_another_user(str(python)):
+    if not runs_as_another_user(str(python)):
         raise HubError(f"the users cannot run {python}: a folder on its way (e.g. /root) is private.",
-                       "Make the environment from a Python that every user can run, e.g. "
-                       "/usr/bin/python3 -m venv /opt/kafka-course/env (README: On a hosted JupyterHub).")
+                       "Make the environment from a Python that every user can run: "
+                       "python -m hub install --python /usr/bin/python3.")
     course = course_dir()
     if not (course / "solutions").is_dir() or not (course / "nbgrader_config.py").exists():
         raise HubError(f"COURSE_HUB_COURSE={course} is not a checkout of the course (no solutions/ or "
                        "nbgrader_config.py).", "Set COURSE_HUB_COURSE to the instructors' copy of the kit.")
-    if (course / "solutions").stat().st_mode & 0o005 and course.stat().st_mode & 0o001:
-        raise HubError(f"every user may read {course / 'solutions'}.",
-                       f"chmod o-rwx {course} (its owner, an instructor, keeps every right).")
+    # The solutions, the grading secret, the gradebook and every collected submission live in
+    # the course folder; the hub's own checkout holds solutions too.
+    for folder in dict.fromkeys([course.resolve(), ROOT.resolve()]):
+        if folder.stat().st_mode & 0o007:
+            raise HubError(f"every user may enter {folder}, which holds the solutions (and, in the course "
+                           "folder, the gradebook and the submissions).", f"chmod o-rwx {folder}")
     if proxy() is None:
         raise HubError("configurable-http-proxy (JupyterHub's proxy, from npm) is not installed.",
                        "Run `python -m hub install` (it puts the pinned one in the users' environment).")
@@ -233,6 +258,17 @@ def check(who: dict[str, str]) -> None:
     if missing:
         raise HubError(f"no local user for {', '.join(missing[:5])}.",
                        "Create them (useradd -m NAME; passwd NAME), or remove them from the roster.")
+    open_homes = [name for name in who if Path(pwd.getpwnam(name).pw_dir).stat().st_mode & 0o007]
+    if open_homes:
+        raise HubError(f"other users may enter the home of {', '.join(open_homes[:5])} (their notebooks).",
+                       "chmod 700 each home (and set HOME_MODE 0700 in /etc/login.defs for new users).")
+    try:
+        from cluster.connect import admin_client
+        admin_client("course-hub-check", request_timeout_ms=10_000).close()
+    except Exception as e:
+        raise HubError(f"the course's Kafka cluster does not answer its admin ({type(e).__name__}: {e}).",
+                       "Start it (`python -m hub run` does), or set KAFKA_ADMIN_BOOTSTRAP_SERVERS and "
+                       "KAFKA_ADMIN_PASSWORD for a cluster run elsewhere.")
 
 
 def proxy() -> str | None:
@@ -254,9 +290,25 @@ def _user_exists(name: str) -> bool:
 
 
 def prepare_exchange() -> None:
-    """nbgrader's exchange: everyone may write, only an entry's owner may delete it (sticky)."""
-    folder = exchange_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    mode = stat.S_IMODE(folder.stat().st_mode)
-    if mode != 0o1777:
-        folder.chmod(0o1777)
+    """nbgrader's exchange, made by the hub before any student can touch it. nbgrader wants the
+    top folder writable by every user (it checks, students' fetch included); sticky, so that
+    nobody but its owner may rename or remove the course's folder, which the hub makes first and
+    gives to the owner of the course folder, the instructor who releases. Students may write
+    into inbound but neither read it nor rename another's submission (sticky too); outbound and
+    feedback they only read."""
+    course = course_dir().stat()
+    top = exchange_dir()
+    top.mkdir(parents=True, exist_ok=True)
+    os.chown(top, 0, 0)
+    top.chmod(0o1777)
+    modes = {top / COURSE_ID: 0o755, top / COURSE_ID / "outbound": 0o755,
+             top / COURSE_ID / "inbound": 0o3733, top / COURSE_ID / "feedback": 0o711}
+    for folder, mode in modes.items():
+        if not folder.exists():
+            folder.mkdir()
+            os.chown(folder, course.st_uid, course.st_gid)
+            folder.chmod(mode)
+        info = folder.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != course.st_uid:
+            raise HubError(f"{folder} is not a folder of the course's owner (uid {course.st_uid}); a user may "
+                           "have made it before the hub did.", f"Remove it (rm -r {folder}) and start the hub again.")

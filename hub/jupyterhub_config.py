@@ -1,7 +1,7 @@
 # The course's JupyterHub on one machine: `sudo make hub`, or as root from the course's
 # environment: jupyterhub -f hub/jupyterhub_config.py
 # Everything course-specific is in hub/course_hub.py; its settings are COURSE_HUB_* variables
-# (README: On a hosted JupyterHub). Add your own settings (TLS, idle culling) below.
+# (README: On a hosted JupyterHub). Add your own settings (idle culling, ...) below.
 import sys
 from pathlib import Path
 
@@ -12,11 +12,13 @@ from hub import course_hub  # noqa: E402
 
 c = get_config()  # noqa: F821 - provided by JupyterHub
 
+# Each step refuses to start the hub, saying what to do, rather than fail a user later.
+course_hub.check_root()
 who = course_hub.roles()
 subdomain_host = env("COURSE_HUB_SUBDOMAIN_HOST")
 configs = course_hub.write_jupyter_configs(subdomains=bool(subdomain_host))
+course_hub.check(who)
 course_hub.prepare_exchange()
-course_hub.check(who)      # refuses to start, saying what to do, rather than fail a user later
 
 # Who: local users of this machine (PAM) on the roster; nobody else.
 c.JupyterHub.authenticator_class = "pam"
@@ -26,6 +28,9 @@ c.Authenticator.admin_users = {env("COURSE_HUB_ADMIN")} if env("COURSE_HUB_ADMIN
 # Where: the hub's database and cookie secret in the state folder's private part.
 private = course_hub.private_dir()
 c.JupyterHub.bind_url = env("COURSE_HUB_URL")
+# Users log in with their machine passwords: serve HTTPS (or put a TLS proxy in front).
+if env("COURSE_HUB_SSL_CERT"):
+    c.JupyterHub.ssl_cert, c.JupyterHub.ssl_key = env("COURSE_HUB_SSL_CERT"), env("COURSE_HUB_SSL_KEY")
 if subdomain_host:
     c.JupyterHub.subdomain_host = subdomain_host
 c.JupyterHub.db_url = f"sqlite:///{private / 'jupyterhub.sqlite'}"
@@ -38,6 +43,8 @@ c.ConfigurableHTTPProxy.command = [course_hub.proxy()]
 c.Spawner.cmd = [str(course_hub.user_env() / "bin" / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
+# Nothing of the hub's own environment (root's paths, its cluster settings) leaks into a server.
+c.Spawner.env_keep = ["LANG", "LC_ALL", "TZ"]
 c.Spawner.pre_spawn_hook = course_hub.pre_spawn_hook(configs, who)
 # Starting a server includes the user's Kafka login (a few seconds on a busy cluster).
 c.Spawner.start_timeout = 120

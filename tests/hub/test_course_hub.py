@@ -4,6 +4,10 @@ in a real browser, is tests/hub/test_hub_browser.py."""
 
 from __future__ import annotations
 
+import os
+import pwd
+import stat
+
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
@@ -100,10 +104,50 @@ def test_each_server_gets_a_kafka_login_for_its_namespace_only(cluster, caplog):
 def test_an_instructors_server_gets_the_course_folder_and_the_admin_login(cluster, tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_HUB_COURSE", str(tmp_path / "course"))
     configs = {STUDENT: tmp_path / "s", INSTRUCTOR: tmp_path / "i"}
-    student = course_hub.server_environment("hubtest-cy", STUDENT, configs)
+    # (users of every Debian machine: a server's user exists)
+    student = course_hub.server_environment("daemon", STUDENT, configs)
     assert "KAFKA_ADMIN_PASSWORD" not in student and "PYTHONPATH" not in student
     assert student["JUPYTER_CONFIG_PATH"] == str(tmp_path / "s")
-    teacher = course_hub.server_environment("hubtest-prof", INSTRUCTOR, configs)
+    assert student["COURSE_OWN_CLUSTER_HOME"].startswith(pwd.getpwnam("daemon").pw_dir)   # lab 7's, theirs
+    teacher = course_hub.server_environment("nobody", INSTRUCTOR, configs)
     assert teacher["PYTHONPATH"] == str(tmp_path / "course")
     assert teacher["JUPYTER_CONFIG_PATH"] == f"{tmp_path / 'i'}:{tmp_path / 'course'}"
     assert teacher["KAFKA_ADMIN_PASSWORD"] == cluster.secrets.admin().password
+
+
+@pytest.mark.parametrize("name", ["admin", "broker", "grade-lab1-0a1b2c3d", "J.Smith"])
+def test_a_login_that_would_be_a_course_user_or_no_namespace_is_refused(tmp_path, monkeypatch, name):
+    (tmp_path / "students.txt").write_text("ada\n")
+    monkeypatch.setenv("COURSE_HUB_STUDENTS", str(tmp_path / "students.txt"))
+    monkeypatch.setenv("COURSE_HUB_INSTRUCTORS", f"prof,{name}")
+    with pytest.raises(HubError, match="cannot be a login here"):
+        course_hub.roles()
+
+
+def test_the_hubs_admin_must_be_an_instructor(tmp_path, monkeypatch):
+    (tmp_path / "students.txt").write_text("ada\n")
+    monkeypatch.setenv("COURSE_HUB_STUDENTS", str(tmp_path / "students.txt"))
+    monkeypatch.setenv("COURSE_HUB_INSTRUCTORS", "prof")
+    monkeypatch.setenv("COURSE_HUB_ADMIN", "ada")
+    with pytest.raises(HubError, match="may act as any user"):
+        course_hub.roles()
+    monkeypatch.setenv("COURSE_HUB_ADMIN", "prof")
+    assert course_hub.roles()["prof"] == INSTRUCTOR
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives folders to other users: run as root")
+def test_the_exchange_is_made_before_any_student_can_claim_it(tmp_path, monkeypatch):
+    course, exchange = tmp_path / "course", tmp_path / "exchange"
+    course.mkdir()
+    daemon = pwd.getpwnam("daemon")
+    os.chown(course, daemon.pw_uid, daemon.pw_gid)          # the instructor who owns the course
+    monkeypatch.setenv("COURSE_HUB_COURSE", str(course))
+    monkeypatch.setenv("COURSE_HUB_EXCHANGE", str(exchange))
+    course_hub.prepare_exchange()
+    assert (exchange.stat().st_uid, stat.S_IMODE(exchange.stat().st_mode)) == (0, 0o1777)   # nbgrader's demand, sticky
+    inbound = (exchange / "kafka-course" / "inbound").stat()
+    assert (inbound.st_uid, stat.S_IMODE(inbound.st_mode)) == (daemon.pw_uid, 0o3733)     # write-only, sticky
+    # a course folder someone else made first is not taken over
+    os.chown(exchange / "kafka-course" / "outbound", 0, 0)
+    with pytest.raises(HubError, match="outbound is not a folder of the course's owner"):
+        course_hub.prepare_exchange()

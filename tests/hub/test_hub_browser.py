@@ -38,7 +38,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 ARTIFACTS = ROOT / "build" / "test-artifacts" / "hub"
 # What the instructors' copy of the course holds (a checkout: solutions, grader, cluster, data).
-COURSE_FILES = ("autograder", "cluster", "datasets", "labs", "solutions", "nbgrader_config.py", "pyproject.toml")
+COURSE_FILES = ("autograder", "cluster", "datasets", "hub", "labs", "solutions", "nbgrader_config.py",
+                "pyproject.toml")
+XSS = '<img src="nowhere.png" onerror="window.pwned = 1; window.top.pwned = 1">'   # a student's markdown
 
 pytestmark = [pytest.mark.heavy]
 
@@ -85,6 +87,7 @@ def add_user(name: str, home: Path) -> str:
     password = secrets.token_urlsafe(12)
     subprocess.run(["userdel", "-f", name], capture_output=True)     # a leftover of an interrupted run
     run(["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash", name])
+    home.chmod(0o700)          # the hub refuses homes other users may enter
     run(["chpasswd"], input=f"{name}:{password}\n")
     return password
 
@@ -150,10 +153,11 @@ def hub(cluster):
     env.update(COURSE_HUB_URL=f"http://127.0.0.1:{port}", COURSE_HUB_SUBDOMAIN_HOST=f"http://hub.test:{port}")
     log = top / "hub.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(ROOT / "hub" / "jupyterhub_config.py"),
+        # the hub runs from the instructors' copy (it refuses a checkout others may enter)
+        proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(course / "hub" / "jupyterhub_config.py"),
                                  f"--JupyterHub.hub_port={hub_port}",
                                  f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{api_port}"],
-                                cwd=state / "private" if (state / "private").exists() else top,
+                                cwd=top,
                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for(f"http://127.0.0.1:{port}/hub/api/", proc, log)
@@ -267,6 +271,8 @@ def test_a_student_and_an_instructor_do_lab1_in_the_browser(hub, browser, on_fai
     assert "### BEGIN SOLUTION" not in fetched.read_text(), "the release holds no solution"
     # the student's answers (the solution's code, as if typed), in their own file
     solution = nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4)
+    # ... and a note meant to run a script where the instructor reads it (the formgrader)
+    solution.cells.append(nbformat.v4.new_markdown_cell(XSS))
     nbformat.write(solution, fetched)
     owner = pwd.getpwnam(STUDENT)
     os.chown(fetched, owner.pw_uid, owner.pw_gid)
@@ -311,6 +317,16 @@ def test_a_student_and_an_instructor_do_lab1_in_the_browser(hub, browser, on_fai
     score.filter(has_text="/").wait_for(timeout=600_000)
     shot(teacher, "5-instructor-autograded")
     assert score.inner_text().strip() == f"{sum(parts.values()):g} / {sum(parts.values()):g}"
+
+    # the instructor reads the submission in the formgrader: the student's markup runs no script
+    # (Manual Grading -> lab1 -> the notebook -> the submission, in the panel's frame)
+    page = next(f for f in teacher.frames if "/formgrader" in f.url)
+    page.goto(f"{hub.server(INSTRUCTOR)}/formgrader/gradebook/{LAB}/{LAB}")
+    page.locator("a[href*='/formgrader/submissions/']").first.click()
+    page.wait_for_url(re.compile("/formgrader/submissions/"))
+    page.wait_for_selector("text=/lab1-q6/")
+    shot(teacher, "6-instructor-reads-the-submission")
+    assert page.evaluate("() => window.top.pwned === undefined && window.pwned === undefined")
 
 
 def test_a_student_has_none_of_the_instructors_powers(hub, browser, on_failure):
