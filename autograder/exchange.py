@@ -49,17 +49,12 @@ def untrusted(path: str, student: str) -> str | None:
             if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
                 return f"{where} is a link or a special file"
             if uid is not None and info.st_uid != uid:
-                owner = pwd.getpwuid(info.st_uid).pw_name if _known(info.st_uid) else str(info.st_uid)
+                try:
+                    owner = pwd.getpwuid(info.st_uid).pw_name
+                except KeyError:
+                    owner = str(info.st_uid)
                 return f"{where} is owned by {owner}, not by {student}"
     return None
-
-
-def _known(uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-        return True
-    except KeyError:
-        return False
 
 
 def arrival(path: str) -> datetime.datetime:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import re
 
+import bleach
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from traitlets import Bool
@@ -89,7 +90,7 @@ class GradeInSandbox(Preprocessor):
 class SanitizeMarkup(Preprocessor):
     """What the formgrader and the feedback show is the student's markup: the autograded
     notebook, rendered on the instructor's own server. Its markdown cells and HTML outputs are
-    cleaned (scripts and event handlers shown as text, not run) and script outputs dropped.
+    cleaned (tags outside SAFE_TAGS shown as text, event handlers removed) and script outputs dropped.
     (nbgrader's formgrade template renders markdown unsanitized whatever HTMLExporter's
     sanitize_html says.)"""
 
@@ -125,8 +126,6 @@ SAFE_ATTRIBUTES = {"*": ["class", "title"], "a": ["href"], "img": ["src", "alt",
 def clean_html(text: str) -> str:
     """The markup with anything outside SAFE_TAGS shown as text; links only to http(s), mailto
     and inline images (no javascript: URLs)."""
-    import bleach
-
     return bleach.clean(text, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES,
                         protocols={"http", "https", "mailto", "data"})
 

@@ -4,7 +4,7 @@
                         and its pinned packages (COURSE_HUB_STATE/env), JupyterHub's proxy
     python -m hub run   the jars in a cache every user reads, the shared cluster, then the hub
 
-(`sudo make hub` does both.) hub/course_hub.py says what each user's server gets."""
+(`sudo -E make hub` does both.) hub/course_hub.py says what each user's server gets."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("run", help="jars, the shared cluster, then JupyterHub")
     a = p.parse_args(argv)
     if os.geteuid() != 0:
-        raise SystemExit("python -m hub runs as root (it starts servers as the users): use sudo.")
+        raise SystemExit("python -m hub runs as root (it starts servers as the users): use sudo -E (-E keeps COURSE_HUB_*).")
     if a.action == "install":
         install(a.python)
     else:

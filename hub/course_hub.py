@@ -27,18 +27,18 @@ import asyncio
 import json
 import os
 import pwd
-import re
 import shutil
 import stat
 import sys
 from pathlib import Path
 
+from autograder.exchange import local_uid
+from autograder.sandbox import readable_by_all, runs_as_another_user
 from cluster import accounts
-from cluster.k8s import read_roster
+from cluster.k8s import NAME, read_roster
 from cluster.settings import ROOT, env, jars_cache
 
 COURSE_ID = "kafka-course"
-LOGIN = re.compile(r"[a-z0-9][a-z0-9-]{0,51}")
 STUDENT, INSTRUCTOR = "student", "instructor"
 
 # nbgrader's lab plugins and server extensions that only instructors get. The course list is
@@ -98,10 +98,10 @@ def roles() -> dict[str, str]:
         raise HubError("no instructor: COURSE_HUB_INSTRUCTORS is empty.",
                        "Set COURSE_HUB_INSTRUCTORS to the instructors' login names, separated by commas.")
     # a login is also its Kafka user and namespace: never one of the course's own users
-    bad = [n for n in found if not LOGIN.fullmatch(n) or n in accounts.SUPER_USERS or n.startswith("grade-")]
+    bad = [n for n in found if not NAME.match(n) or n in accounts.SUPER_USERS or n.startswith("grade-")]
     if bad:
         raise HubError(f"{', '.join(bad[:5])} cannot be a login here: each login is also a Kafka user and the "
-                       "prefix of its topics.", "Use login names of lower-case letters, digits and '-', not "
+                       "prefix of its topics.", "Use login names of lower-case letters, digits and '-' (at most 52, no '-' first or last), not "
                        f"{' or '.join(accounts.SUPER_USERS)} and not starting with 'grade-' (the gradings').")
     admin = env("COURSE_HUB_ADMIN")
     if admin and found.get(admin) != INSTRUCTOR:
@@ -184,9 +184,9 @@ def server_environment(name: str, role: str, configs: dict[str, Path]) -> dict[s
         **kafka_login(name),
         "PATH": f"{user_env() / 'bin'}:/usr/local/bin:/usr/bin:/bin",
         "JUPYTER_CONFIG_PATH": str(configs[role]),
+        # lab 7's clusters of one's own, in one's home (the course's folder is not the users' to write)
+        "COURSE_OWN_CLUSTER_HOME": str(Path(pwd.getpwnam(name).pw_dir) / ".kafka-course" / "own-cluster"),
     }
-    # lab 7's clusters of one's own, in one's home (the course's folder is not the users' to write)
-    found["COURSE_OWN_CLUSTER_HOME"] = str(Path(pwd.getpwnam(name).pw_dir) / ".kafka-course" / "own-cluster")
     if readable_by_all(jars_cache()):
         found["COURSE_JARS_CACHE"] = str(jars_cache())     # labs 8-10's jars, fetched once for all
     if role == INSTRUCTOR:
@@ -216,11 +216,6 @@ def pre_spawn_hook(configs: dict[str, Path], who: dict[str, str]):
 
 
 # --- checks at the hub's start: refuse with a message rather than fail a user later -----------------
-def readable_by_all(path: Path) -> bool:
-    from autograder.sandbox import readable_by_all as readable
-    return readable(path)
-
-
 def check_root() -> None:
     if os.geteuid() != 0:
         raise HubError("it is not running as root, and only root can start servers as the users.",
@@ -233,7 +228,6 @@ def check(who: dict[str, str]) -> None:
     if not (user_env() / "bin" / "jupyterhub-singleuser").exists():
         raise HubError(f"{user_env()} has no jupyterhub-singleuser.",
                        "Run `python -m hub install`, or point COURSE_HUB_ENV at the course's environment.")
-    from autograder.sandbox import runs_as_another_user
     if not runs_as_another_user(str(python)):
         raise HubError(f"the users cannot run {python}: a folder on its way (e.g. /root) is private.",
                        "Make the environment from a Python that every user can run: "
@@ -254,7 +248,7 @@ def check(who: dict[str, str]) -> None:
     if not readable_by_all(state_dir() / "jupyter"):
         raise HubError(f"not every user can read {state_dir()}.",
                        f"chmod a+rX {state_dir()}, or set COURSE_HUB_STATE to a folder all can read.")
-    missing = [name for name in who if not _user_exists(name)]
+    missing = [name for name in who if local_uid(name) is None]
     if missing:
         raise HubError(f"no local user for {', '.join(missing[:5])}.",
                        "Create them (useradd -m NAME; passwd NAME), or remove them from the roster.")
@@ -278,15 +272,6 @@ def proxy() -> str | None:
         if (folder / "configurable-http-proxy").exists():
             return str(folder / "configurable-http-proxy")
     return shutil.which("configurable-http-proxy")
-
-
-def _user_exists(name: str) -> bool:
-    import pwd
-    try:
-        pwd.getpwnam(name)
-        return True
-    except KeyError:
-        return False
 
 
 def prepare_exchange() -> None:
