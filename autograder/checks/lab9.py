@@ -1,6 +1,8 @@
 """Lab 9, streaming ETL with Spark: values parsed with a schema, hourly delays per airport in
-event-time windows, and a streaming job that the grader crashes, restarts and feeds late events,
-whose Parquet output must equal the grader's truth exactly (no loss, no duplicates).
+event-time windows, a streaming job that the grader crashes, restarts and feeds late events,
+whose Parquet output must equal the grader's truth exactly (no loss, no duplicates), a join with
+a static table, a join of two streams whose state must not grow forever, and a foreachBatch sink
+that must stay right when Spark replays a micro-batch.
 
 Every check reads flights the grader wrote itself: a seeded day of January (not the day the
 notebook uses) with flights of a made-up carrier mixed in, so answers worked out from the public
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
@@ -36,7 +39,7 @@ SANDBOX_LIMITS = Limits(processes=768)
 # sandbox peaked at 1.3 GB (memory cgroup's max_usage), and a core while they run.
 GRADINGS_AT_ONCE = 2
 SLOWEST_CELL_S = 120                       # the set-up cell starts Spark: seconds alone, far more when loaded
-CHECKS_BUDGET_S = 3 * JOB_DEADLINE_S + 120   # the job's three runs and the other checks
+CHECKS_BUDGET_S = 3 * JOB_DEADLINE_S + 300   # the job's three runs and the other checks
 SPARK_VALUE_S = 120            # a value the grader reads by running a Spark job in the kernel
 
 
@@ -442,3 +445,232 @@ def job_exactly_once(ctx: Context) -> str:
                    f"dropped (its hour's window had closed), the one at {counted['dep_time']} counted "
                    f"(in {counted_key[0]}, {counted_key[1]})", hint)
     return "; ".join(history)
+
+
+# --- lab9-q5: two streams joined, flights with the weather of their airport and hour ---------
+
+WEATHER_SCHEMA = "origin STRING, time_hour TIMESTAMP, temp DOUBLE, wind_speed DOUBLE, visib DOUBLE, precip DOUBLE"
+JOINED = ("id", "temp", "wind_speed", "visib")    # the columns q5 reads from the join
+MOVED_ON = timedelta(days=3)       # how far past the day the grader's last reports move the watermark
+STATE_AFTER = 4                    # rows a join may keep once the stream has moved on: the last reports
+_QUERIES: dict = {}                # in the kernel: the grader's running queries, by name
+
+
+def reference_stream(topic: str, schema: str):
+    """Run in the student's kernel: the topic as a stream of the schema's columns, parsed here."""
+    from pyspark.sql import functions as F
+
+    from cluster.spark import kafka_options, spark_session
+
+    raw = (spark_session().readStream.format("kafka")
+           .options(**kafka_options(topic, startingOffsets="earliest")).load())
+    return raw.select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select("e.*")
+
+
+def start_join(with_weather, flights_topic: str, weather_topic: str, name: str) -> str:
+    """Run in the student's kernel: the student's join of the two topics' streams, written to a
+    memory table `name` in append mode (the only mode of a stream-stream inner join)."""
+    import tempfile
+
+    joined = with_weather(reference_stream(flights_topic, SCHEMA), reference_stream(weather_topic, WEATHER_SCHEMA))
+    query = (joined.select(*JOINED).writeStream.format("memory").queryName(name).outputMode("append")
+             .option("checkpointLocation", tempfile.mkdtemp(prefix="lab9-q5-")).start())
+    _QUERIES[name] = query
+    return str(query.id)
+
+
+def settle(name: str) -> dict:
+    """Run in the student's kernel: wait until the query has processed what the topics hold,
+    including the batch without data that Spark runs to apply a new watermark (it evicts state
+    there); then the rows in its state."""
+    query = _QUERIES[name]
+    query.processAllAvailable()
+    deadline = time.monotonic() + 30
+    while query.status["isDataAvailable"] or query.status["isTriggerActive"]:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    progress = query.lastProgress or {}
+    return {"batch": progress.get("batchId"), "watermark": progress.get("eventTime", {}).get("watermark"),
+            "state_rows": sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", []))}
+
+
+def joined_rows(name: str) -> list[tuple]:
+    """Run in the student's kernel: the memory table's rows, the query stopped."""
+    from cluster.spark import spark_session
+
+    rows = [tuple(r) for r in spark_session().table(name).collect()]
+    _QUERIES.pop(name).stop()
+    return rows
+
+
+def hour_of(t: datetime) -> datetime:
+    return t.replace(minute=0, second=0)
+
+
+def graders_weather(ctx: Context, day: int) -> list[dict]:
+    """The day's reports, each temperature moved by a seeded amount and a few reports left out
+    (their flights then meet no weather), so answers from the public dataset cannot match."""
+    from cluster.lab import weather
+
+    reports = weather(day=day)
+    for r in ctx.rng.sample(range(len(reports)), 3):
+        reports[r] = None
+    return [dict(r, temp=round(r["temp"] + ctx.rng.uniform(-4, 4), 2) if r["temp"] is not None else None)
+            for r in reports if r is not None]
+
+
+@check("lab9-q5", pause_kernel=False)
+def joins_the_weather(ctx: Context) -> str:
+    """with_weather(flights, weather) joins two streams: each flight with the report of its airport and hour, and a state that does not grow forever"""
+    events = graders_flights(ctx)
+    day = int(events[0]["id"][8:10])
+    reports = graders_weather(ctx, day)
+    flights_at, weather_at = (graders_topic(ctx, name, 3, retention_ms="-1") for name in ("flights", "weather"))
+    # Reports come an hour after the hour they describe, so in the first half the flights of
+    # the last hour wait in the join's state for their report; in the second both come together.
+    middle = hour_of(when(events[len(events) // 2]))
+    send(ctx, flights_at, [e for e in events if when(e) < middle])
+    send(ctx, weather_at, [r for r in reports if when_reported(r) < middle - WINDOW])
+    name = f"grader_weather_{ctx.rng.randrange(10**6)}"
+    ctx.sub.value(f"{IN_KERNEL}.start_join(with_weather, {flights_at!r}, {weather_at!r}, {name!r})",
+                  timeout=SPARK_VALUE_S)
+    steps = [ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S)]
+    send(ctx, flights_at, [e for e in events if when(e) >= middle])
+    send(ctx, weather_at, [r for r in reports if when_reported(r) >= middle - WINDOW])
+    steps.append(ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S))
+    # Days later, a flight and a report that meet nothing: they move the watermark past the whole day.
+    later = hour_of(when(events[-1])) + MOVED_ON
+    send(ctx, flights_at, [{"id": "the watermark moves on", "carrier": FAKE_CARRIER, "origin": "BOS", "dest": "ORD",
+                            "tailnum": None, "dep_delay": 0, "dep_time": iso(later + timedelta(minutes=30))}])
+    send(ctx, weather_at, [{"origin": "SEA", "time_hour": iso(later), "temp": 50.0, "wind_speed": 5.0,
+                            "visib": 10.0, "precip": 0.0}])
+    steps.append(ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S))
+    rows = ctx.sub.value(f"{IN_KERNEL}.joined_rows({name!r})", timeout=SPARK_VALUE_S)
+
+    report_of = {(r["origin"], r["time_hour"]): r for r in reports}
+    want = {}
+    for e in events:
+        r = report_of.get((e["origin"], iso(hour_of(when(e)))))
+        if r is not None:
+            want[e["id"]] = (r["temp"], r["wind_speed"], r["visib"])
+    got: dict[str, list] = defaultdict(list)
+    for row in rows:
+        got[row[0]].append(tuple(row[1:]))
+    twice = sorted(i for i, found in got.items() if len(found) > 1)
+    expect(not twice, f"flights joined with more than one report, on {flights_at} and {weather_at}",
+           expected="each flight once, with the report of the hour it left", found=f"{len(twice)} e.g. {twice[:2]}",
+           hint="Bound the join in time on both sides: a report's time_hour <= dep_time < time_hour + 1 hour "
+                "(and the same origin), so a flight meets only its own hour's report.")
+    same = lambda a, b: a == b or (a is not None and b is not None and close(float(a), float(b)))  # noqa: E731
+    wrong = sorted((i, got[i][0], w) for i, w in want.items()
+                   if i in got and not all(same(x, y) for x, y in zip(got[i][0], w)))
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    expect(not (wrong or missing or extra), f"the flights of {flights_at} joined with the reports of {weather_at}",
+           expected=f"{len(want)} flights with (temp, wind_speed, visib), e.g. {next(iter(want.items()), None)}",
+           found=f"{len(got)}; wrong values: {len(wrong)} e.g. {wrong[:1]}; missing: {len(missing)} e.g. "
+                 f"{missing[:2]}; not expected: {len(extra)} e.g. {extra[:2]}",
+           hint="Join the two streams you are given (the checks move every temperature, so tables of the "
+                "public data do not match) on origin and the hour the flight left; an inner join (a flight "
+                "without a report is left out). Give each side a watermark larger than its lateness (reports "
+                "come an hour late) so no flight is dropped before its report arrives.")
+    state = steps[-1]["state_rows"]
+    expect(state <= STATE_AFTER, "rows the join keeps in its state once the stream is days past the grader's flights",
+           expected=f"at most {STATE_AFTER} (the last flight and report)", found=f"{state} rows",
+           hint="Without a watermark on both streams and a time bound in the join condition, Spark must keep "
+                "every flight and report forever, in case a match arrives: memory grows without end. Add "
+                "withWatermark to both sides and bound dep_time by the report's hour.")
+    return (f"{len(want)} flights joined; rows in the join's state after each step: "
+            f"{', '.join(str(s['state_rows']) for s in steps)}")
+
+
+def when_reported(report: dict) -> datetime:
+    return datetime.strptime(report["time_hour"], TIME_FORMAT)
+
+
+# --- lab9-q6: foreachBatch into a table, right when a micro-batch is run twice ---------------
+
+TABLE_FILE, TABLE = "delays.db", "hourly"
+BATCH_SCHEMA = "hour TIMESTAMP, origin STRING, flights BIGINT, avg_delay DOUBLE"
+
+
+def batch_frame(rows: list[list]):
+    """Run in the student's kernel: a micro-batch of an update-mode query, as foreachBatch gets it."""
+    from cluster.spark import spark_session
+
+    return spark_session().createDataFrame(
+        [(datetime.strptime(h, TIME_FORMAT).replace(tzinfo=timezone.utc), o, f, a) for h, o, f, a in rows],
+        BATCH_SCHEMA)
+
+
+def table_rows(ctx: Context) -> list[tuple]:
+    """The student's table, read by the grader from the file (read-only)."""
+    path = ctx.workdir / TABLE_FILE
+    no_links(ctx, TABLE_FILE)
+    expect(path.is_file(), f"save_batch wrote no {TABLE_FILE} in the notebook's folder",
+           hint=f"Open sqlite3.connect(\"{TABLE_FILE}\") in save_batch and write the batch's rows to a table {TABLE}.")
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            return db.execute(f"SELECT hour, origin, flights, avg_delay FROM {TABLE}").fetchall()
+    except sqlite3.Error as e:
+        raise CheckFailed(f"{TABLE_FILE} has no readable table {TABLE} (hour, origin, flights, avg_delay): {e}",
+                          hint=f"Create the table in save_batch if it is not there: CREATE TABLE IF NOT EXISTS {TABLE} "
+                               "(hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL, PRIMARY KEY (hour, origin)).") from None
+
+
+def utc_hour_text(value) -> str:
+    """An hour as the table holds it ("2013-01-05 14:00:00", "2013-01-05T14:00:00Z", ...) as
+    "2013-01-05 14:00:00"; unreadable text as it is."""
+    text = str(value).strip().replace("T", " ").removesuffix("Z").removesuffix("+00:00")
+    try:
+        return str(datetime.strptime(text[:19], "%Y-%m-%d %H:%M:%S"))
+    except ValueError:
+        return str(value)
+
+
+@check("lab9-q6", pause_kernel=False)
+def upserts_each_batch(ctx: Context) -> str:
+    """save_batch(batch, batch_id) keeps a table of hourly delays right through updates and a replayed micro-batch"""
+    path = ctx.workdir / TABLE_FILE
+    no_links(ctx, TABLE_FILE)
+    if path.is_file():
+        path.unlink()            # the notebook's own run left its table: start from none
+    day = ctx.rng.randrange(2, 32)
+    hours = [datetime(2013, 1, day, h) for h in ctx.rng.sample(range(11, 24), 5)]
+    row = lambda h, o: [iso(h), o, ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3)]  # noqa: E731
+    first = [row(h, o) for h in hours[:3] for o in ("EWR", "JFK")]
+    # an update-mode query's next batch: hours that changed (more flights came) and new ones
+    second = [row(h, o) for h, o in ((hours[2], "EWR"), (hours[3], "LGA"), (hours[3], "JFK"))]
+    third = [row(h, o) for h, o in ((hours[3], "LGA"), (hours[4], "EWR"))]
+    batches = [(0, first), (1, second), (1, second), (2, third)]      # batch 1 replayed after a crash
+    for batch_id, rows in batches:
+        ctx.sub.value(f"save_batch({IN_KERNEL}.batch_frame({rows!r}), {batch_id}) is None", timeout=SPARK_VALUE_S)
+    truth = {}
+    for _, rows in batches:
+        for h, o, f, a in rows:
+            truth[(str(datetime.strptime(h, TIME_FORMAT)), o)] = (f, a)
+    found = table_rows(ctx)
+    keys = [(utc_hour_text(h), o) for h, o, *_ in found]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    wrong = sorted((k, (f, a), truth.get(k)) for k, (_, _, f, a) in zip(keys, found)
+                   if truth.get(k) is None or f != truth[k][0] or not isinstance(a, (int, float)) or not close(a, truth[k][1]))
+    missing = sorted(set(truth) - set(keys))
+    unknown = sorted(set(keys) - set(truth))
+    hint = (f"The table has hours that no batch had, e.g. {unknown[0]}: write each hour as UTC text "
+            "(format it in Spark: F.date_format(\"hour\", \"yyyy-MM-dd HH:mm:ss\"); str() of what collect() gives "
+            "is your computer's local time)."
+            if unknown else
+            "An hour is in the table twice: a replayed micro-batch, or an update of an hour, was inserted again. "
+            "Upsert by (hour, origin): INSERT ... ON CONFLICT (hour, origin) DO UPDATE (or INSERT OR REPLACE with "
+            "that primary key), so writing the same batch twice changes nothing."
+            if twice else
+            "Hours of earlier micro-batches are gone: each batch of an update-mode query holds only the rows that "
+            "changed, so add them to the table; do not replace the table with the batch."
+            if missing else
+            "Some rows have old or wrong values: an hour's newer row must replace its older one.")
+    expect(not (twice or wrong or missing), f"table {TABLE} of {TABLE_FILE} after micro-batches 0, 1, 1 again "
+           f"(replayed), 2", expected=f"{len(truth)} (hour, origin) rows, each with its latest values",
+           found=f"{len(found)} rows; twice: {twice[:2]}; wrong: {len(wrong)} e.g. {wrong[:1]}; missing: {missing[:2]}",
+           hint=hint)
+    return f"{len(truth)} rows right after 4 calls (one a replay)"

@@ -12,10 +12,11 @@ def test_kafka_tools_come_from_the_brokers_release():
     assert tools.rstrip("!").endswith(":" + settings.kafka_version())
 
 
-def test_spark_connector_and_image_match_pyspark():
+def test_spark_jars_and_image_match_pyspark():
     pyspark = settings.python_pins()["pyspark"]
-    connector = [c for c in settings.pins()["maven"]["spark-kafka"] if "spark-sql-kafka" in c][0]
-    assert connector.rstrip("!").endswith(":" + pyspark)
+    spark_jars = [c for c in settings.pins()["maven"]["spark-kafka"] if c.startswith("org.apache.spark:")]
+    assert [c for c in spark_jars if "spark-sql-kafka" in c], "the Kafka connector is in the bundle"
+    assert all(c.rstrip("!").endswith(":" + pyspark) for c in spark_jars), spark_jars   # the connector, spark-avro
     assert settings.pins()["images"]["spark"] == f"apache/spark:{pyspark}"
 
 
