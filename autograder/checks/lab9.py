@@ -65,6 +65,11 @@ def when(event: dict) -> datetime:
     return datetime.strptime(event["dep_time"], TIME_FORMAT)
 
 
+def when_reported(report: dict) -> datetime:
+    """The hour a weather report describes (lab9-q5)."""
+    return datetime.strptime(report["time_hour"], TIME_FORMAT)
+
+
 def graders_flights(ctx: Context, cut_hour: int | None = None) -> list[dict]:
     """A seeded day of January 2013 (2-31; the notebook uses day 1) plus made-up flights of
     FAKE_CARRIER at seeded moments and delays, in event-time order."""
@@ -514,10 +519,9 @@ def graders_weather(ctx: Context, day: int) -> list[dict]:
     from cluster.lab import weather
 
     reports = weather(day=day)
-    for r in ctx.rng.sample(range(len(reports)), 3):
-        reports[r] = None
+    left_out = set(ctx.rng.sample(range(len(reports)), 3))
     return [dict(r, temp=round(r["temp"] + ctx.rng.uniform(-4, 4), 2) if r["temp"] is not None else None)
-            for r in reports if r is not None]
+            for i, r in enumerate(reports) if i not in left_out]
 
 
 @check("lab9-q5", pause_kernel=False)
@@ -583,10 +587,6 @@ def joins_the_weather(ctx: Context) -> str:
                 "withWatermark to both sides and bound dep_time by the report's hour.")
     return (f"{len(want)} flights joined; rows in the join's state after each step: "
             f"{', '.join(str(s['state_rows']) for s in steps)}")
-
-
-def when_reported(report: dict) -> datetime:
-    return datetime.strptime(report["time_hour"], TIME_FORMAT)
 
 
 # --- lab9-q6: foreachBatch into a table, right when a micro-batch is run twice ---------------
