@@ -152,9 +152,14 @@ def test_lab10s_made_up_flights_round_trip_through_the_graders_contract():
 
     from autograder.checks.lab10 import avro_bytes, avro_record, flight_schema, made_up_flights, proto_bytes, proto_dict
 
-    flights = made_up_flights(SimpleNamespace(rng=random.Random(7)), 40)
-    assert any(f["tailnum"] is None for f in flights) and any(f["dep_delay"] < 0 for f in flights)
-    for f in flights:
+    for seed in range(300):
+        for n in (3, 12):
+            flights = made_up_flights(SimpleNamespace(rng=random.Random(seed)), n)
+            # every seeded batch holds an unknown plane, a known one, and each kind of delay
+            assert any(f["tailnum"] is None for f in flights), (seed, n)
+            assert any(f["tailnum"] is not None for f in flights), (seed, n)
+            assert {(d >= 0) + (d >= 300) for d in (f["dep_delay"] for f in flights)} == {0, 1, 2}, (seed, n)
+    for f in made_up_flights(SimpleNamespace(rng=random.Random(7)), 40):
         assert avro_record(avro_bytes(flight_schema(), f), flight_schema()) == f
         assert proto_dict(proto_bytes(f)) == f
 
