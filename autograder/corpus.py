@@ -1033,6 +1033,31 @@ c.close()
               Edit("lab9-upsert", "sub", "rows = [(str(r.hour), r.origin, r.flights, r.avg_delay) for r in batch.collect()]",
                    'rows = batch.select(F.date_format("hour", "yyyy-MM-dd HH:mm:ss"), "origin", "flights", "avg_delay").collect()')),
              fails("lab9-q5", "lab9-q6")),
+    Scenario("zero-watermarks-table-from-memory", "lab9", "watermarks of 0 seconds (each stream comes in order, "
+             "nearly), so a report an hour out of order is dropped; save_batch keeps every row it was given in a "
+             "dict and writes the whole table anew from it each time",
+             (Edit("lab9-weather", "sub",
+                   '    f = flights.withWatermark("dep_time", "0 seconds").alias("f")\n'
+                   '    w = weather.withWatermark("time_hour", "0 seconds").alias("w")\n',
+                   '    f = flights.withWatermark("dep_time", "2 hours").alias("f")\n'
+                   '    w = weather.withWatermark("time_hour", "2 hours").alias("w")\n'),
+              Edit("lab9-upsert", "replace",
+                   "import sqlite3\n\nSEEN = {}\n\n\n"
+                   "def save_batch(batch, batch_id):\n"
+                   "    for r in batch.select(F.date_format('hour', 'yyyy-MM-dd HH:mm:ss').alias('hour'), 'origin', "
+                   "'flights', 'avg_delay').collect():\n"
+                   "        SEEN[(r.hour, r.origin)] = (r.flights, r.avg_delay)\n"
+                   "    with sqlite3.connect('delays.db') as db:\n"
+                   "        db.execute('DROP TABLE IF EXISTS hourly')\n"
+                   "        db.execute('CREATE TABLE hourly (hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL)')\n"
+                   "        db.executemany('INSERT INTO hourly VALUES (?, ?, ?, ?)', [k + v for k, v in SEEN.items()])\n")),
+             fails("lab9-q5", "lab9-q6"), note="came back"),
+    Scenario("days-of-watermark-minute-hours", "lab9", "watermarks of 4 days to be safe, so the join keeps the "
+             "whole day in its state; the table's hours written to the minute (right)",
+             (Edit("lab9-weather", "sub", '"4 days"', '"2 hours"'),
+              Edit("lab9-upsert", "sub", 'F.date_format("hour", "yyyy-MM-dd HH:mm")',
+                   'F.date_format("hour", "yyyy-MM-dd HH:mm:ss")')),
+             fails("lab9-q5"), note="three days after the others"),
     Scenario("job-without-spark", "lab9", "delays_job.py reads the topic with kafka-python, sums with pandas "
              "and writes a Parquet file itself: right numbers on a quiet day, but no checkpoint, so nothing "
              "survives a failure (shortcut)",

@@ -133,8 +133,9 @@ def add_flights_of_our_own(ctx: Context) -> None:
     from kafka import KafkaProducer
 
     producer = KafkaProducer(**ctx.kafka)
+    numbers = ctx.rng.sample(range(1000, 10000), 8)      # distinct: a repeated id would look like a duplicate
     for i in range(8):
-        fid = f"2013-01-01 ZZ{ctx.rng.randrange(1000, 10000)} {ctx.rng.choice(['EWR', 'JFK', 'LGA'])}"
+        fid = f"2013-01-01 ZZ{numbers[i]} {ctx.rng.choice(['EWR', 'JFK', 'LGA'])}"
         delay = ctx.rng.randrange(ALERT_DELAY, 400) if i % 2 else ctx.rng.randrange(-10, ALERT_DELAY)
         event = {"id": fid, "carrier": "ZZ", "origin": fid[-3:], "dest": "ORD", "dep_delay": delay}
         producer.send(ctx.topic(DEPARTURES), value=json.dumps(event).encode(), partition=i % 3)

@@ -170,6 +170,12 @@ def table_case(ctx: Context) -> tuple[list[tuple[str, dict | None]], dict]:
                       "last_dest": ctx.rng.choice(airports[3:]), "departed": ctx.rng.randrange(500, 2359), "seq": i}
             writes.append((plane, status))
             table[plane] = status
+    if not any(status is None and plane not in table for plane, status in writes):
+        # a 12 % draw leaves no key deleted about once in 650 seeds: then a rebuild that keeps
+        # tombstones as None passes blind, so one key always ends deleted
+        plane = ctx.rng.choice(sorted(table))
+        writes.append((plane, None))
+        del table[plane]
     return writes, table
 
 

@@ -78,10 +78,11 @@ def graders_flights(ctx: Context, cut_hour: int | None = None) -> list[dict]:
     day = ctx.rng.randrange(2, 32)
     events = departures(day=day)
     start_t, end_t = when(events[0]), when(events[-1])
+    numbers = ctx.rng.sample(range(1000, 10000), 12)    # distinct: lab9-q5 keys its rows by id
     for i in range(12):
         at = start_t + timedelta(minutes=ctx.rng.randrange(int((end_t - start_t).total_seconds() // 60)))
         origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
-        events.append({"id": f"2013-01-{day:02d} {FAKE_CARRIER}{ctx.rng.randrange(1000, 10000)} {origin}",
+        events.append({"id": f"2013-01-{day:02d} {FAKE_CARRIER}{numbers[i]} {origin}",
                        "carrier": FAKE_CARRIER, "origin": origin, "dest": "ORD", "tailnum": None,
                        "dep_delay": ctx.rng.randrange(-15, 300), "dep_time": iso(at)})
     return sorted(events, key=lambda e: e["dep_time"])
@@ -513,42 +514,65 @@ def hour_of(t: datetime) -> datetime:
     return t.replace(minute=0, second=0)
 
 
-def graders_weather(ctx: Context, day: int) -> list[dict]:
-    """The day's reports, each temperature moved by a seeded amount and a few reports left out
-    (their flights then meet no weather), so answers from the public dataset cannot match."""
+def graders_weather(ctx: Context, events: list[dict]) -> list[dict]:
+    """The reports of the events' day, each temperature moved by a seeded amount and three
+    reports of hours with flights left out (those flights then meet no weather: an outer join
+    shows), so answers from the public dataset cannot match."""
     from cluster.lab import weather
 
-    reports = weather(day=day)
-    left_out = set(ctx.rng.sample(range(len(reports)), 3))
+    reports = weather(day=int(events[0]["id"][8:10]))
+    busy = {(e["origin"], iso(hour_of(when(e)))) for e in events}
+    left_out = set(ctx.rng.sample([i for i, r in enumerate(reports) if (r["origin"], r["time_hour"]) in busy], 3))
     return [dict(r, temp=round(r["temp"] + ctx.rng.uniform(-4, 4), 2) if r["temp"] is not None else None)
             for i, r in enumerate(reports) if i not in left_out]
+
+
+def held_back(ctx: Context, events: list[dict], reports: list[dict], hour: datetime) -> dict:
+    """A seeded report of `hour` at an airport with flights in that hour: the grader sends it an
+    hour out of order (after the next hour's reports), as the notebook says reports may come."""
+    busy = {(e["origin"], iso(hour_of(when(e)))) for e in events}
+    return ctx.rng.choice([r for r in reports if when_reported(r) == hour and (r["origin"], r["time_hour"]) in busy])
 
 
 @check("lab9-q5", pause_kernel=False)
 def joins_the_weather(ctx: Context) -> str:
     """with_weather(flights, weather) joins two streams: each flight with the report of its airport and hour, and a state that does not grow forever"""
     events = graders_flights(ctx)
-    day = int(events[0]["id"][8:10])
-    reports = graders_weather(ctx, day)
+    reports = graders_weather(ctx, events)
     flights_at, weather_at = (graders_topic(ctx, name, 3, retention_ms="-1") for name in ("flights", "weather"))
-    # Reports come an hour after the hour they describe, so in the first half the flights of
-    # the last hour wait in the join's state for their report; in the second both come together.
+    # Three steps, so that each side must wait in the join's state for the other: first the
+    # morning's flights with the reports of all but their last hour (those flights wait); then
+    # every other report, one of them an hour out of order (the reports of the afternoon wait);
+    # then the afternoon's flights. A join that reads either side as a table misses flights.
     middle = hour_of(when(events[len(events) // 2]))
-    send(ctx, flights_at, [e for e in events if when(e) < middle])
-    send(ctx, weather_at, [r for r in reports if when_reported(r) < middle - WINDOW])
+    late = held_back(ctx, events, reports, middle - 3 * WINDOW)
     name = f"grader_weather_{ctx.rng.randrange(10**6)}"
-    ctx.sub.value(f"{IN_KERNEL}.start_join(with_weather, {flights_at!r}, {weather_at!r}, {name!r})",
-                  timeout=SPARK_VALUE_S)
-    steps = [ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S)]
-    send(ctx, flights_at, [e for e in events if when(e) >= middle])
-    send(ctx, weather_at, [r for r in reports if when_reported(r) >= middle - WINDOW])
-    steps.append(ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S))
-    # Days later, a flight and a report that meet nothing: they move the watermark past the whole day.
+    steps = []
+    for i, (flights, weather) in enumerate((
+            ([e for e in events if when(e) < middle],
+             [r for r in reports if when_reported(r) < middle - WINDOW and r is not late]),
+            ([], [r for r in reports if when_reported(r) >= middle - WINDOW] + [late]),
+            ([e for e in events if when(e) >= middle], []))):
+        send(ctx, flights_at, flights)
+        send(ctx, weather_at, weather)
+        if i == 0:
+            ctx.sub.value(f"{IN_KERNEL}.start_join(with_weather, {flights_at!r}, {weather_at!r}, {name!r})",
+                          timeout=SPARK_VALUE_S)
+        steps.append(ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S))
+    # Days later, a flight and a report that meet nothing: they move the watermark past the whole
+    # day. Then a flight of the day's first reported hour, days late: a join whose watermarks let
+    # go of the day has forgotten that report; one that keeps everything joins it.
     later = hour_of(when(events[-1])) + MOVED_ON
     send(ctx, flights_at, [{"id": "the watermark moves on", "carrier": FAKE_CARRIER, "origin": "BOS", "dest": "ORD",
                             "tailnum": None, "dep_delay": 0, "dep_time": iso(later + timedelta(minutes=30))}])
     send(ctx, weather_at, [{"origin": "SEA", "time_hour": iso(later), "temp": 50.0, "wind_speed": 5.0,
                             "visib": 10.0, "precip": 0.0}])
+    steps.append(ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S))
+    first = next(r for r in reports if r is not late)
+    days_late = {"id": f"{first['time_hour'][:10]} {FAKE_CARRIER}1 {first['origin']} days late",
+                 "carrier": FAKE_CARRIER, "origin": first["origin"], "dest": "ORD", "tailnum": None, "dep_delay": 0,
+                 "dep_time": iso(when_reported(first) + timedelta(minutes=10))}
+    send(ctx, flights_at, [days_late])
     steps.append(ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S))
     rows = ctx.sub.value(f"{IN_KERNEL}.joined_rows({name!r})", timeout=SPARK_VALUE_S)
 
@@ -561,6 +585,12 @@ def joins_the_weather(ctx: Context) -> str:
     got: dict[str, list] = defaultdict(list)
     for row in rows:
         got[row[0]].append(tuple(row[1:]))
+    expect(days_late["id"] not in got, "a flight sent three days after the others, of an hour whose report came "
+           "on time", expected="left out: the watermarks have passed its hour, the join forgot the report",
+           found=f"joined with {got.get(days_late['id'], [None])[0]}",
+           hint="The join still holds the day's reports days later: give both streams a watermark of hours, not "
+                "days (and none is no better: Spark then keeps every row forever), and bound dep_time by the "
+                "report's hour.")
     twice = sorted(i for i, found in got.items() if len(found) > 1)
     expect(not twice, f"flights joined with more than one report, on {flights_at} and {weather_at}",
            expected="each flight once, with the report of the hour it left", found=f"{len(twice)} e.g. {twice[:2]}",
@@ -577,8 +607,9 @@ def joins_the_weather(ctx: Context) -> str:
                  f"{missing[:2]}; not expected: {len(extra)} e.g. {extra[:2]}",
            hint="Join the two streams you are given (the checks move every temperature, so tables of the "
                 "public data do not match) on origin and the hour the flight left; an inner join (a flight "
-                "without a report is left out). Give each side a watermark larger than its lateness (reports "
-                "come an hour late) so no flight is dropped before its report arrives.")
+                "without a report is left out). Read both as the streams you are given (each side waits for "
+                "the other), and give each a watermark longer than its lateness (reports come an hour late, "
+                "some an hour out of order) so no row is dropped before its partner arrives.")
     state = steps[-1]["state_rows"]
     expect(state <= STATE_AFTER, "rows the join keeps in its state once the stream is days past the grader's flights",
            expected=f"at most {STATE_AFTER} (the last flight and report)", found=f"{state} rows",
@@ -619,45 +650,109 @@ def table_rows(ctx: Context) -> list[tuple]:
                                "(hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL, PRIMARY KEY (hour, origin)).") from None
 
 
-def utc_hour_text(value) -> str:
-    """An hour as the table holds it ("2013-01-05 14:00:00", "2013-01-05T14:00:00Z", ...) as
-    "2013-01-05 14:00:00"; unreadable text as it is."""
+HOUR_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H")
+
+
+def hour_in_table(value) -> datetime | None:
+    """An hour as a table may hold it ("2013-01-05 14:00:00", "2013-01-05T14:00:00Z",
+    "2013-01-05 14:00", ...); None for anything else."""
     text = str(value).strip().replace("T", " ").removesuffix("Z").removesuffix("+00:00")
+    for form in HOUR_FORMATS:
+        try:
+            return datetime.strptime(text[:19], form)
+        except ValueError:
+            pass
+    return None
+
+
+def utc_hour_text(value) -> str:
+    """An hour of the table as "2013-01-05 14:00:00"; unreadable values as they are."""
+    hour = hour_in_table(value)
+    return str(hour) if hour is not None else str(value)
+
+
+def clear_table(ctx: Context) -> set[tuple[str, str]]:
+    """Empty the table the notebook's own run left (the file stays: the student's kernel may hold
+    it open); the (hour, origin) keys it held."""
+    path = ctx.workdir / TABLE_FILE
+    if not path.is_file():
+        return set()
     try:
-        return str(datetime.strptime(text[:19], "%Y-%m-%d %H:%M:%S"))
-    except ValueError:
-        return str(value)
+        with sqlite3.connect(path, timeout=10) as db:
+            keys = {(utc_hour_text(h), o) for h, o in db.execute(f"SELECT hour, origin FROM {TABLE}")}
+            db.execute(f"DELETE FROM {TABLE}")
+            return keys
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise CheckFailed(f"the grader could not empty the table {TABLE} of {TABLE_FILE}: {e}",
+                              hint="Close or commit every connection you open (with sqlite3.connect(...) as db: "
+                                   "commits; db.close() closes).") from None
+        return set()
+
+
+def earlier_run_row(ctx: Context, hour: datetime) -> tuple | None:
+    """Add to the student's table a row as an earlier run of the job would have left it (the hour
+    written the way save_batch writes hours), so a save_batch that rewrites the whole table from
+    what its process remembers loses it. None when no hour of the table reads as an hour."""
+    known = [(h, hour_in_table(h)) for h, *_ in table_rows(ctx) if isinstance(h, str) and hour_in_table(h)]
+    if not known:
+        return None
+    text, seen = known[0]
+    at = text.index(seen.strftime("%Y-%m-%d")) if seen.strftime("%Y-%m-%d") in text else None
+    if at is None:
+        return None
+    # the same text with the other hour's date and two hour digits in their places
+    mine = text[:at] + hour.strftime("%Y-%m-%d") + text[at + 10] + hour.strftime("%H") + text[at + 13:]
+    if hour_in_table(mine) != hour:
+        return None
+    row = (mine, "LGA", ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3))
+    try:
+        with sqlite3.connect(ctx.workdir / TABLE_FILE, timeout=10) as db:
+            db.execute(f"INSERT INTO {TABLE} (hour, origin, flights, avg_delay) VALUES (?, ?, ?, ?)", row)
+    except sqlite3.Error as e:
+        raise CheckFailed(f"the grader could not add a row of an earlier run to the table {TABLE}: {e}",
+                          hint=f"Keep {TABLE} to the columns hour, origin, flights and avg_delay (others need "
+                               "defaults), and commit or close the connection after each batch.") from None
+    return row
 
 
 @check("lab9-q6", pause_kernel=False)
 def upserts_each_batch(ctx: Context) -> str:
     """save_batch(batch, batch_id) keeps a table of hourly delays right through updates and a replayed micro-batch"""
-    path = ctx.workdir / TABLE_FILE
     no_links(ctx, TABLE_FILE)
-    if path.is_file():
-        path.unlink()            # the notebook's own run left its table: start from none
+    removed = clear_table(ctx)          # the rows of the notebook's own run
     day = ctx.rng.randrange(2, 32)
-    hours = [datetime(2013, 1, day, h) for h in ctx.rng.sample(range(11, 24), 5)]
+    hours = [datetime(2013, 1, day, h) for h in ctx.rng.sample(range(11, 24), 6)]
     row = lambda h, o: [iso(h), o, ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3)]  # noqa: E731
     first = [row(h, o) for h in hours[:3] for o in ("EWR", "JFK")]
     # an update-mode query's next batch: hours that changed (more flights came) and new ones
     second = [row(h, o) for h, o in ((hours[2], "EWR"), (hours[3], "LGA"), (hours[3], "JFK"))]
     third = [row(h, o) for h, o in ((hours[3], "LGA"), (hours[4], "EWR"))]
     batches = [(0, first), (1, second), (1, second), (2, third)]      # batch 1 replayed after a crash
-    for batch_id, rows in batches:
+    truth, kept = {}, None
+    for i, (batch_id, rows) in enumerate(batches):
         ctx.sub.value(f"save_batch({IN_KERNEL}.batch_frame({rows!r}), {batch_id}) is None", timeout=SPARK_VALUE_S)
-    truth = {}
-    for _, rows in batches:
         for h, o, f, a in rows:
             truth[(str(datetime.strptime(h, TIME_FORMAT)), o)] = (f, a)
+        if i == 0:
+            # The job restarts after micro-batch 0 (a new process: nothing of the last one's memory)
+            # and the table holds a row of an earlier run besides: both must stay.
+            kept = earlier_run_row(ctx, hours[5])
+            if kept is not None:
+                truth[(utc_hour_text(kept[0]), kept[1])] = kept[2:]
     found = table_rows(ctx)
     keys = [(utc_hour_text(h), o) for h, o, *_ in found]
     twice = sorted({k for k in keys if keys.count(k) > 1})
     wrong = sorted((k, (f, a), truth.get(k)) for k, (_, _, f, a) in zip(keys, found)
                    if truth.get(k) is None or f != truth[k][0] or not isinstance(a, (int, float)) or not close(a, truth[k][1]))
     missing = sorted(set(truth) - set(keys))
-    unknown = sorted(set(keys) - set(truth))
-    hint = (f"The table has hours that no batch had, e.g. {unknown[0]}: write each hour as UTC text "
+    back = sorted(set(keys) & (removed - set(truth)))
+    unknown = sorted(set(keys) - set(truth) - removed)
+    hint = (f"Rows the grader deleted before its micro-batches came back, e.g. {back[0]} (your notebook's own "
+            "run): save_batch rewrites the table from what its process remembers. Write only the batch's rows, "
+            "upserted into the table as it is."
+            if back else
+            f"The table has hours that no batch had, e.g. {unknown[0]}: write each hour as UTC text "
             "(format it in Spark: F.date_format(\"hour\", \"yyyy-MM-dd HH:mm:ss\"); str() of what collect() gives "
             "is your computer's local time)."
             if unknown else
@@ -665,12 +760,14 @@ def upserts_each_batch(ctx: Context) -> str:
             "Upsert by (hour, origin): INSERT ... ON CONFLICT (hour, origin) DO UPDATE (or INSERT OR REPLACE with "
             "that primary key), so writing the same batch twice changes nothing."
             if twice else
-            "Hours of earlier micro-batches are gone: each batch of an update-mode query holds only the rows that "
-            "changed, so add them to the table; do not replace the table with the batch."
+            "Hours of earlier micro-batches, or of an earlier run, are gone: each batch of an update-mode query "
+            "holds only the rows that changed, so add them to the table; do not replace the table with the batch "
+            "or with what your process remembers (a restarted job remembers nothing)."
             if missing else
             "Some rows have old or wrong values: an hour's newer row must replace its older one.")
-    expect(not (twice or wrong or missing), f"table {TABLE} of {TABLE_FILE} after micro-batches 0, 1, 1 again "
+    expect(not (back or twice or wrong or missing), f"table {TABLE} of {TABLE_FILE} after micro-batches 0, 1, 1 again "
            f"(replayed), 2", expected=f"{len(truth)} (hour, origin) rows, each with its latest values",
            found=f"{len(found)} rows; twice: {twice[:2]}; wrong: {len(wrong)} e.g. {wrong[:1]}; missing: {missing[:2]}",
            hint=hint)
-    return f"{len(truth)} rows right after 4 calls (one a replay)"
+    return (f"{len(truth)} rows right after 4 calls (one a replay)"
+            + (", a row of an earlier run kept" if kept is not None else ""))

@@ -185,3 +185,43 @@ def test_lab1_q6_measures_until_the_place_of_batched_sends_is_clear():
     close, rounds = ways(0.002)
     best_rates(close, decided=batched_clearly_first)
     assert set(rounds.values()) == {ROUNDS}
+
+
+def ctx_of(seed: int) -> SimpleNamespace:
+    return SimpleNamespace(rng=random.Random(seed))
+
+
+def test_lab6_q4s_table_always_ends_with_a_deleted_key():
+    from autograder.checks.lab6 import table_case
+
+    for seed in range(2000):
+        writes, table = table_case(ctx_of(seed))
+        assert any(status is None and plane not in table for plane, status in writes), seed
+
+
+def test_lab3_q1s_cases_tell_a_forgotten_sign_mask_and_pythons_hash():
+    from kafka.partitioner.default import murmur2
+
+    from autograder.checks.lab3 import java_partition, partition_cases
+
+    for seed in range(300):
+        cases = partition_cases(ctx_of(seed))
+        assert len(cases) == 8
+        assert any(murmur2(k) % n != java_partition(k, n) for k, n in cases), seed      # no & 0x7fffffff
+        assert sum(murmur2(k) % n != java_partition(k, n) for k, n in cases) >= 2, seed
+
+
+def test_lab9s_own_flights_have_distinct_ids_and_left_out_reports_leave_flights_without_weather():
+    from autograder.checks.lab9 import graders_flights, graders_weather, hour_of, iso, when
+    from cluster.lab import weather
+
+    for seed in range(6):          # each seed reads a day of the dataset: a second or so
+        ctx = ctx_of(seed)
+        events = graders_flights(ctx)
+        ids = [e["id"] for e in events]
+        assert len(ids) == len(set(ids)), seed
+        reports = graders_weather(ctx, events)
+        sent = {(r["origin"], r["time_hour"]) for r in reports}
+        public = {(r["origin"], r["time_hour"]) for r in weather(day=int(events[0]["id"][8:10]))}
+        busy = {(e["origin"], iso(hour_of(when(e)))) for e in events}
+        assert len(public - sent) == 3 and (public - sent) <= busy, seed
