@@ -1034,8 +1034,8 @@ c.close()
                    'rows = batch.select(F.date_format("hour", "yyyy-MM-dd HH:mm:ss"), "origin", "flights", "avg_delay").collect()')),
              fails("lab9-q5", "lab9-q6")),
     Scenario("zero-watermarks-table-from-memory", "lab9", "watermarks of 0 seconds (each stream comes in order, "
-             "nearly), so a report an hour out of order is dropped; save_batch keeps every row it was given in a "
-             "dict and writes the whole table anew from it each time",
+             "nearly), so an airport's report that comes after the others' of its hour is dropped; save_batch "
+             "keeps every row it was given in a dict and writes the whole table anew from it each time",
              (Edit("lab9-weather", "sub",
                    '    f = flights.withWatermark("dep_time", "0 seconds").alias("f")\n'
                    '    w = weather.withWatermark("time_hour", "0 seconds").alias("w")\n',
@@ -1051,7 +1051,7 @@ c.close()
                    "        db.execute('DROP TABLE IF EXISTS hourly')\n"
                    "        db.execute('CREATE TABLE hourly (hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL)')\n"
                    "        db.executemany('INSERT INTO hourly VALUES (?, ?, ?, ?)', [k + v for k, v in SEEN.items()])\n")),
-             fails("lab9-q5", "lab9-q6"), note="came back"),
+             fails("lab9-q5", "lab9-q6"), note="a restarted job remembers nothing"),
     Scenario("days-of-watermark-minute-hours", "lab9", "watermarks of 4 days to be safe, so the join keeps the "
              "whole day in its state; the table's hours written to the minute (right)",
              (Edit("lab9-weather", "sub", '"4 days"', '"2 hours"'),

@@ -528,10 +528,12 @@ def graders_weather(ctx: Context, events: list[dict]) -> list[dict]:
 
 
 def held_back(ctx: Context, events: list[dict], reports: list[dict], hour: datetime) -> dict:
-    """A seeded report of `hour` at an airport with flights in that hour: the grader sends it an
-    hour out of order (after the next hour's reports), as the notebook says reports may come."""
+    """A seeded report of `hour` at an airport with flights in that hour, which the grader sends
+    in a later micro-batch than the other airports' reports of that hour: a watermark of 0
+    seconds has passed it by then (Spark drops rows at or below the watermark)."""
     busy = {(e["origin"], iso(hour_of(when(e)))) for e in events}
-    return ctx.rng.choice([r for r in reports if when_reported(r) == hour and (r["origin"], r["time_hour"]) in busy])
+    of_hour = [r for r in reports if when_reported(r) == hour]
+    return ctx.rng.choice([r for r in of_hour if (r["origin"], r["time_hour"]) in busy and len(of_hour) > 1])
 
 
 @check("lab9-q5", pause_kernel=False)
@@ -542,10 +544,11 @@ def joins_the_weather(ctx: Context) -> str:
     flights_at, weather_at = (graders_topic(ctx, name, 3, retention_ms="-1") for name in ("flights", "weather"))
     # Three steps, so that each side must wait in the join's state for the other: first the
     # morning's flights with the reports of all but their last hour (those flights wait); then
-    # every other report, one of them an hour out of order (the reports of the afternoon wait);
-    # then the afternoon's flights. A join that reads either side as a table misses flights.
+    # every other report, with one airport's report of the morning's last reported hour after
+    # the others' (the reports of the afternoon wait); then the afternoon's flights. A join that
+    # reads either side as a table misses flights.
     middle = hour_of(when(events[len(events) // 2]))
-    late = held_back(ctx, events, reports, middle - 3 * WINDOW)
+    late = held_back(ctx, events, reports, middle - 2 * WINDOW)
     name = f"grader_weather_{ctx.rng.randrange(10**6)}"
     steps = []
     for i, (flights, weather) in enumerate((
@@ -609,7 +612,8 @@ def joins_the_weather(ctx: Context) -> str:
                 "public data do not match) on origin and the hour the flight left; an inner join (a flight "
                 "without a report is left out). Read both as the streams you are given (each side waits for "
                 "the other), and give each a watermark longer than its lateness (reports come an hour late, "
-                "some an hour out of order) so no row is dropped before its partner arrives.")
+                "an airport's sometimes after the others' of that hour) so no row is dropped before its partner "
+                "arrives.")
     state = steps[-1]["state_rows"]
     expect(state <= STATE_AFTER, "rows the join keeps in its state once the stream is days past the grader's flights",
            expected=f"at most {STATE_AFTER} (the last flight and report)", found=f"{state} rows",
