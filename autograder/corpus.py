@@ -934,8 +934,10 @@ c.close()
               Edit("lab9-job", "sub", "return (flights\n", 'return (flights.withWatermark("dep_time", "30 minutes")\n')),
              fails("lab9-q3")),
     Scenario("foreach-batch-appends", "lab9", "the job appends each micro-batch to the Parquet folder itself "
-             "(foreachBatch), so a batch that is run again after a failure is written twice",
-             (Edit("lab9-job", "sub",
+             "(foreachBatch), so a batch that is run again after a failure is written twice; 40 records a "
+             "micro-batch (many then close no hour and write nothing twice)",
+             (Edit("lab9-job", "sub", 'maxOffsetsPerTrigger="40"', 'maxOffsetsPerTrigger="100"'),
+              Edit("lab9-job", "sub",
                    "def write(batch, batch_id):\n"
                    "    batch.write.mode(\"append\").parquet(output)\n\n\n"
                    "query = (hourly_delays(parse(stream)).writeStream.foreachBatch(write).outputMode(\"append\")\n"

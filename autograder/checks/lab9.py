@@ -347,37 +347,56 @@ def no_links(ctx: Context, *names: str) -> None:
                hint="Let Spark create its folders; the grader follows no links out of your folder.")
 
 
-def run_job(ctx: Context, topic: str, tag: str, fail_batch: int | None = None) -> str:
-    """One run of the student's job over what the topic holds. With fail_batch: that micro-batch
-    fails at the worst moment, its output written and its commit not: once the batch before it
-    has committed, the grader puts a folder where the batch's commit file will go, so Spark
-    cannot write it and the query stops with an error. A sink that cannot tell a repeated batch
-    from a new one then writes that batch's rows twice when the job is restarted."""
+def batch_watermark(checkpoint: Path, batch: int) -> int | None:
+    """The watermark (ms) Spark chose for a micro-batch before running it, from its offset log
+    ("v1", then a JSON line with batchWatermarkMs); None while the file is not there."""
+    try:
+        return int(json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[1])["batchWatermarkMs"])
+    except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
+def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) -> str:
+    """One run of the student's job over what the topic holds. With fail_from: a micro-batch
+    from that one on fails at the worst moment, its output written and its commit not. The
+    grader picks the first whose watermark passes the end of an hour (so it writes a window:
+    with small micro-batches many write nothing) and, as soon as Spark has logged its offsets,
+    puts a folder where its commit file will go, so Spark cannot write it and the query stops
+    with an error. A sink that cannot tell a repeated batch from a new one then writes that
+    batch's rows twice when the job is restarted."""
     run = start(ctx, JOB_SCRIPT, topic, OUTPUT, CHECKPOINT, tag=tag)
-    if fail_batch is None:
+    if fail_from is None:
         code = wait(run, JOB_DEADLINE_S)
     else:
-        commits = ctx.workdir / CHECKPOINT / "commits"
-        blocked = False
-        no_links(ctx, CHECKPOINT, f"{CHECKPOINT}/commits")
+        checkpoint = ctx.workdir / CHECKPOINT
+        commits, hour_ms = checkpoint / "commits", 3600 * 1000
+        blocked, batch = None, fail_from
+        no_links(ctx, CHECKPOINT, f"{CHECKPOINT}/commits", f"{CHECKPOINT}/offsets")
         deadline = time.monotonic() + JOB_DEADLINE_S
         while run.proc.poll() is None and time.monotonic() < deadline:
-            if not blocked and (commits / str(fail_batch - 1)).exists():
-                (commits / str(fail_batch)).mkdir(exist_ok=True)
-                blocked = True
+            if blocked is None and (now := batch_watermark(checkpoint, batch)) is not None:
+                before = batch_watermark(checkpoint, batch - 1)
+                if before is not None and now // hour_ms > before // hour_ms:     # it closes a window
+                    try:
+                        (commits / str(batch)).mkdir(parents=True)
+                        blocked = batch
+                    except FileExistsError:               # it committed before the grader looked
+                        pass
+                if blocked is None:
+                    batch += 1
             time.sleep(0.01)
         ended = run.proc.poll()
         stop(run.proc)
-        attempted = (ctx.workdir / CHECKPOINT / "offsets" / str(fail_batch)).exists()
-        if blocked and (commits / str(fail_batch)).is_dir() and not (commits / str(fail_batch)).is_symlink():
-            shutil.rmtree(commits / str(fail_batch))
-        if blocked and attempted and ended not in (None, 0):
-            return f"{tag}: failed in micro-batch {fail_batch}, after its output and before its commit"
+        if blocked is not None and (commits / str(blocked)).is_dir() and not (commits / str(blocked)).is_symlink():
+            shutil.rmtree(commits / str(blocked))
+        if blocked is not None and ended not in (None, 0):
+            return f"{tag}: failed in micro-batch {blocked}, after its output and before its commit"
         last = (run.output().strip().splitlines() or ["(no output)"])[-1]
-        why = ("ended before it" if ended == 0 else f"failed before it: {last}" if ended is not None and not blocked
-               else f"did not stop within {JOB_DEADLINE_S} s" if blocked else
-               f"had not committed micro-batch {fail_batch - 1} after {JOB_DEADLINE_S} s")
-        raise CheckFailed(f"the grader meant to make {JOB_SCRIPT} fail in its micro-batch {fail_batch}, but it {why}",
+        why = ("ended before it" if ended == 0 else f"failed before it: {last}" if ended is not None and blocked is None
+               else f"did not stop within {JOB_DEADLINE_S} s" if blocked is not None else
+               f"had not reached micro-batch {batch} after {JOB_DEADLINE_S} s")
+        raise CheckFailed(f"the grader meant to make {JOB_SCRIPT} fail in a micro-batch from {fail_from} on that "
+                          f"closes an hour's window, but it {why}",
                           found=run.output()[-600:] if ended else None,
                           hint="Read at most 100 records per micro-batch (maxOffsetsPerTrigger), keep the "
                                f"checkpoint in {CHECKPOINT}/ and the output in {OUTPUT}/ (the arguments), and run "
@@ -423,7 +442,7 @@ def job_exactly_once(ctx: Context) -> str:
     # and the watermark is one for all; with the flights keyed by airport in three partitions, a
     # job with small micro-batches could fall behind it in one partition and rightly drop flights.
     topic = flights_topic(ctx, first, partitions=1)
-    history = [run_job(ctx, topic, "run 1", fail_batch=ctx.rng.choice([2, 3])),
+    history = [run_job(ctx, topic, "run 1", fail_from=ctx.rng.choice([2, 3])),
                run_job(ctx, topic, "run 2 (restart)")]
     dropped, counted = late_events(ctx, first, day)
     send(ctx, topic, [dropped, counted] + rest)
