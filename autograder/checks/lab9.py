@@ -377,6 +377,7 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
             if blocked is None and (now := batch_watermark(checkpoint, batch)) is not None:
                 before = batch_watermark(checkpoint, batch - 1)
                 if before is not None and now // hour_ms > before // hour_ms:     # it closes a window
+                    no_links(ctx, CHECKPOINT, f"{CHECKPOINT}/commits")
                     try:
                         (commits / str(batch)).mkdir(parents=True)
                         blocked = batch
@@ -387,12 +388,15 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
             time.sleep(0.01)
         ended = run.proc.poll()
         stop(run.proc)
+        no_links(ctx, CHECKPOINT, f"{CHECKPOINT}/commits")
         if blocked is not None and (commits / str(blocked)).is_dir() and not (commits / str(blocked)).is_symlink():
             shutil.rmtree(commits / str(blocked))
         if blocked is not None and ended not in (None, 0):
             return f"{tag}: failed in micro-batch {blocked}, after its output and before its commit"
         last = (run.output().strip().splitlines() or ["(no output)"])[-1]
-        why = ("ended before it" if ended == 0 else f"failed before it: {last}" if ended is not None and blocked is None
+        why = (f"ended with exit 0 although its micro-batch {blocked} could not commit (does it catch the "
+               "query's error?)" if ended == 0 and blocked is not None else
+               "ended before it" if ended == 0 else f"failed before it: {last}" if ended is not None and blocked is None
                else f"did not stop within {JOB_DEADLINE_S} s" if blocked is not None else
                f"had not reached micro-batch {batch} after {JOB_DEADLINE_S} s")
         raise CheckFailed(f"the grader meant to make {JOB_SCRIPT} fail in a micro-batch from {fail_from} on that "
@@ -533,15 +537,16 @@ def hour_of(t: datetime) -> datetime:
     return t.replace(minute=0, second=0)
 
 
-def graders_weather(ctx: Context, events: list[dict]) -> list[dict]:
+def graders_weather(ctx: Context, events: list[dict], whole: datetime | None = None) -> list[dict]:
     """The reports of the events' day, each temperature moved by a seeded amount and three
     reports of hours with flights left out (those flights then meet no weather: an outer join
-    shows), so answers from the public dataset cannot match."""
+    shows), none of the hour `whole`, so answers from the public dataset cannot match."""
     from cluster.lab import weather
 
     reports = weather(day=int(events[0]["id"][8:10]))
     busy = {(e["origin"], iso(hour_of(when(e)))) for e in events}
-    left_out = set(ctx.rng.sample([i for i, r in enumerate(reports) if (r["origin"], r["time_hour"]) in busy], 3))
+    left_out = set(ctx.rng.sample([i for i, r in enumerate(reports) if (r["origin"], r["time_hour"]) in busy
+                                   and (whole is None or when_reported(r) != whole)], 3))
     return [dict(r, temp=round(r["temp"] + ctx.rng.uniform(-4, 4), 2) if r["temp"] is not None else None)
             for i, r in enumerate(reports) if i not in left_out]
 
@@ -559,21 +564,24 @@ def held_back(ctx: Context, events: list[dict], reports: list[dict], hour: datet
 def joins_the_weather(ctx: Context) -> str:
     """with_weather(flights, weather) joins two streams: each flight with the report of its airport and hour, and a state that does not grow forever"""
     events = graders_flights(ctx)
-    reports = graders_weather(ctx, events)
-    flights_at, weather_at = (graders_topic(ctx, name, 3, retention_ms="-1") for name in ("flights", "weather"))
-    # Three steps, so that each side must wait in the join's state for the other: first the
-    # morning's flights with the reports of all but their last hour (those flights wait); then
-    # every other report, with one airport's report of the morning's last reported hour after
-    # the others' (the reports of the afternoon wait); then the afternoon's flights. A join that
-    # reads either side as a table misses flights.
     middle = hour_of(when(events[len(events) // 2]))
+    reports = graders_weather(ctx, events, whole=middle - 2 * WINDOW)
+    # one partition each: records reach Spark in the order sent, so no flight or report falls
+    # behind the watermark because its partition lagged (the check is about the join, not that)
+    flights_at, weather_at = (graders_topic(ctx, name, 1, retention_ms="-1") for name in ("flights", "weather"))
+    # Steps, so that each side must wait in the join's state for the other: first the morning's
+    # flights with the reports of all but their last hour (those flights wait), but for one
+    # airport's report of the last reported hour, sent alone next, after the others' of its hour
+    # (a watermark of 0 s has passed it); then every other report (the afternoon's wait); then
+    # the afternoon's flights. A join that reads either side as a table misses flights.
     late = held_back(ctx, events, reports, middle - 2 * WINDOW)
     name = f"grader_weather_{ctx.rng.randrange(10**6)}"
     steps = []
     for i, (flights, weather) in enumerate((
             ([e for e in events if when(e) < middle],
              [r for r in reports if when_reported(r) < middle - WINDOW and r is not late]),
-            ([], [r for r in reports if when_reported(r) >= middle - WINDOW] + [late]),
+            ([], [late]),
+            ([], [r for r in reports if when_reported(r) >= middle - WINDOW]),
             ([e for e in events if when(e) >= middle], []))):
         send(ctx, flights_at, flights)
         send(ctx, weather_at, weather)
@@ -695,22 +703,26 @@ def utc_hour_text(value) -> str:
 
 
 def clear_table(ctx: Context) -> set[tuple[str, str]]:
-    """Empty the table the notebook's own run left (the file stays: the student's kernel may hold
-    it open); the (hour, origin) keys it held."""
+    """Empty every table the notebook's own run left in the file (the batch ids a save_batch may
+    keep beside the hours included; the file and the tables' layout stay: the student's kernel
+    may hold the file open); the (hour, origin) keys of hourly."""
     path = ctx.workdir / TABLE_FILE
     if not path.is_file():
         return set()
     try:
         with sqlite3.connect(path, timeout=10) as db:
-            keys = {(utc_hour_text(h), o) for h, o in db.execute(f"SELECT hour, origin FROM {TABLE}")}
-            db.execute(f"DELETE FROM {TABLE}")
+            tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                               "AND name NOT LIKE 'sqlite_%'")]
+            keys = ({(utc_hour_text(h), o) for h, o in db.execute(f"SELECT hour, origin FROM {TABLE}")}
+                    if TABLE in tables else set())
+            for t in tables:
+                db.execute(f'DELETE FROM "{t}"')
             return keys
-    except sqlite3.OperationalError as e:
-        if "no such table" not in str(e):
-            raise CheckFailed(f"the grader could not empty the table {TABLE} of {TABLE_FILE}: {e}",
-                              hint="Close or commit every connection you open (with sqlite3.connect(...) as db: "
-                                   "commits; db.close() closes).") from None
-        return set()
+    except sqlite3.Error as e:
+        raise CheckFailed(f"the grader could not empty the tables of {TABLE_FILE}: {e}",
+                          hint="Close or commit every connection you open (with sqlite3.connect(...) as db: "
+                               "commits; db.close() closes)." if "locked" in str(e) else
+                               f"Keep {TABLE} with the columns hour, origin, flights and avg_delay.") from None
 
 
 def earlier_run_row(ctx: Context, hour: datetime) -> tuple | None:
@@ -732,10 +744,13 @@ def earlier_run_row(ctx: Context, hour: datetime) -> tuple | None:
     try:
         with sqlite3.connect(ctx.workdir / TABLE_FILE, timeout=10) as db:
             db.execute(f"INSERT INTO {TABLE} (hour, origin, flights, avg_delay) VALUES (?, ?, ?, ?)", row)
+    except sqlite3.IntegrityError:
+        return None              # a column of the student's own with no default: the row is not ours to make
     except sqlite3.Error as e:
         raise CheckFailed(f"the grader could not add a row of an earlier run to the table {TABLE}: {e}",
-                          hint=f"Keep {TABLE} to the columns hour, origin, flights and avg_delay (others need "
-                               "defaults), and commit or close the connection after each batch.") from None
+                          hint="Commit or close the connection after each batch (with sqlite3.connect(...) as db: "
+                               "commits)." if "locked" in str(e) else
+                               f"Keep {TABLE} with the columns hour, origin, flights and avg_delay.") from None
     return row
 
 
