@@ -60,7 +60,7 @@ from cluster.settings import ROOT, env, jars_cache
 SANDBOX_UID = 65534           # "nobody" inside the sandbox
 USER_UIDS = range(61000, 65000)   # the "user" method's uids: one per grading, in no /etc/passwd
 HOSTNAME = "grading"          # the sandbox's own host name (its UTS namespace)
-FREEZE_DEADLINE_S = 5         # to stop every process of a sandbox before a check
+FREEZE_DEADLINE_S = 20        # to stop every process of a sandbox before a check (5 s once ran out under CI's load)
 TMP_SIZE = 512 * 2**20        # the sandbox's /tmp, in memory
 # The parts of /etc that programs need (TLS roots, users, name lookup, the JDK's links);
 # the rest of /etc stays out.
