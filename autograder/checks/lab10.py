@@ -73,8 +73,7 @@ def made_up_flights(ctx: Context, n: int = FLIGHTS) -> list[dict]:
     # unknown plane and every kind of delay whatever the seed (a 30 % draw left all twelve
     # planes known about once in seventy seeds, and a check for unknown planes passed blind).
     unknown = set(rng.sample(range(n), max(1, n // 3))) if n > 1 else set()
-    delays = [(-30, 0), (0, 60), (300, 1400)] * n
-    delays = delays[:n]
+    delays = ([(-30, 0), (0, 60), (300, 1400)] * n)[:n]
     rng.shuffle(delays)
     flights = []
     for i in range(n):

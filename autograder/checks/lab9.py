@@ -537,6 +537,11 @@ def hour_of(t: datetime) -> datetime:
     return t.replace(minute=0, second=0)
 
 
+def flight_hours(events: list[dict]) -> set[tuple[str, str]]:
+    """The (origin, hour as report text) of every flight: the reports some flight can meet."""
+    return {(e["origin"], iso(hour_of(when(e)))) for e in events}
+
+
 def graders_weather(ctx: Context, events: list[dict], whole: datetime | None = None) -> list[dict]:
     """The reports of the events' day, each temperature moved by a seeded amount and three
     reports of hours with flights left out (those flights then meet no weather: an outer join
@@ -544,7 +549,7 @@ def graders_weather(ctx: Context, events: list[dict], whole: datetime | None = N
     from cluster.lab import weather
 
     reports = weather(day=int(events[0]["id"][8:10]))
-    busy = {(e["origin"], iso(hour_of(when(e)))) for e in events}
+    busy = flight_hours(events)
     left_out = set(ctx.rng.sample([i for i, r in enumerate(reports) if (r["origin"], r["time_hour"]) in busy
                                    and (whole is None or when_reported(r) != whole)], 3))
     return [dict(r, temp=round(r["temp"] + ctx.rng.uniform(-4, 4), 2) if r["temp"] is not None else None)
@@ -555,7 +560,7 @@ def held_back(ctx: Context, events: list[dict], reports: list[dict], hour: datet
     """A seeded report of `hour` at an airport with flights in that hour, which the grader sends
     in a later micro-batch than the other airports' reports of that hour: a watermark of 0
     seconds has passed it by then (Spark drops rows at or below the watermark)."""
-    busy = {(e["origin"], iso(hour_of(when(e)))) for e in events}
+    busy = flight_hours(events)
     of_hour = [r for r in reports if when_reported(r) == hour]
     return ctx.rng.choice([r for r in of_hour if (r["origin"], r["time_hour"]) in busy and len(of_hour) > 1])
 
@@ -702,6 +707,11 @@ def utc_hour_text(value) -> str:
     return str(hour) if hour is not None else str(value)
 
 
+def sqlite_hint(e: sqlite3.Error) -> str:
+    return ("Commit or close every connection you open (with sqlite3.connect(...) as db: commits; db.close() "
+            "closes)." if "locked" in str(e) else f"Keep {TABLE} with the columns hour, origin, flights and avg_delay.")
+
+
 def clear_table(ctx: Context) -> set[tuple[str, str]]:
     """Empty every table the notebook's own run left in the file (the batch ids a save_batch may
     keep beside the hours included; the file and the tables' layout stay: the student's kernel
@@ -719,10 +729,7 @@ def clear_table(ctx: Context) -> set[tuple[str, str]]:
                 db.execute(f'DELETE FROM "{t}"')
             return keys
     except sqlite3.Error as e:
-        raise CheckFailed(f"the grader could not empty the tables of {TABLE_FILE}: {e}",
-                          hint="Close or commit every connection you open (with sqlite3.connect(...) as db: "
-                               "commits; db.close() closes)." if "locked" in str(e) else
-                               f"Keep {TABLE} with the columns hour, origin, flights and avg_delay.") from None
+        raise CheckFailed(f"the grader could not empty the tables of {TABLE_FILE}: {e}", hint=sqlite_hint(e)) from None
 
 
 def earlier_run_row(ctx: Context, hour: datetime) -> tuple | None:
@@ -733,8 +740,8 @@ def earlier_run_row(ctx: Context, hour: datetime) -> tuple | None:
     if not known:
         return None
     text, seen = known[0]
-    at = text.index(seen.strftime("%Y-%m-%d")) if seen.strftime("%Y-%m-%d") in text else None
-    if at is None:
+    at = text.find(seen.strftime("%Y-%m-%d"))
+    if at < 0:
         return None
     # the same text with the other hour's date and two hour digits in their places
     mine = text[:at] + hour.strftime("%Y-%m-%d") + text[at + 10] + hour.strftime("%H") + text[at + 13:]
@@ -748,9 +755,7 @@ def earlier_run_row(ctx: Context, hour: datetime) -> tuple | None:
         return None              # a column of the student's own with no default: the row is not ours to make
     except sqlite3.Error as e:
         raise CheckFailed(f"the grader could not add a row of an earlier run to the table {TABLE}: {e}",
-                          hint="Commit or close the connection after each batch (with sqlite3.connect(...) as db: "
-                               "commits)." if "locked" in str(e) else
-                               f"Keep {TABLE} with the columns hour, origin, flights and avg_delay.") from None
+                          hint=sqlite_hint(e)) from None
     return row
 
 
