@@ -9,9 +9,11 @@
 --crash-on-send N       SIGKILL right after the N-th KafkaProducer.send(), once the producer has
                         delivered what it holds: the records are on the brokers (inside the
                         open transaction, if there is one), nothing after them has happened.
---crash-after-commit N  SIGKILL right after the N-th KafkaProducer.commit_transaction() returned:
-                        whatever the script does after a transaction (its own offset commit, a
-                        file it writes) never happens.
+--crash-after-commit N  SIGKILL right after the N-th KafkaProducer.commit_transaction() of a
+                        transaction that sent a record returned: whatever the script does after a
+                        transaction (its own offset commit, a file it writes) never happens.
+                        Transactions that sent nothing are not counted: a batch without output
+                        would hide a mistake that repeats a batch.
 --crash-after SECONDS   SIGKILL the script after SECONDS, wherever it is (by hand; when grading,
                         the grader kills the script's sandbox from outside instead).
 
@@ -120,9 +122,27 @@ def crash_in_producer(method: str, nth: int) -> None:
 
     real = getattr(KafkaProducer, method)
     seen = {"count": 0}
+    if method == "commit_transaction":
+        # only transactions that sent something count (see --crash-after-commit)
+        real_send, real_abort = KafkaProducer.send, KafkaProducer.abort_transaction
+        sent = set()    # ids of producers whose open transaction sent a record
+
+        def send(self, *args, **kwargs):
+            sent.add(id(self))
+            return real_send(self, *args, **kwargs)
+
+        def abort_transaction(self, *args, **kwargs):
+            sent.discard(id(self))
+            return real_abort(self, *args, **kwargs)
+
+        KafkaProducer.send, KafkaProducer.abort_transaction = send, abort_transaction
 
     def patched(self, *args, **kwargs):
         result = real(self, *args, **kwargs)
+        if method == "commit_transaction":
+            if id(self) not in sent:
+                return result
+            sent.discard(id(self))
         seen["count"] += 1
         if seen["count"] == nth:
             if method == "send":
