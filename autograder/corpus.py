@@ -935,7 +935,8 @@ c.close()
              fails("lab9-q3")),
     Scenario("foreach-batch-appends", "lab9", "the job appends each micro-batch to the Parquet folder itself "
              "(foreachBatch), so a batch that is run again after a failure is written twice; 40 records a "
-             "micro-batch (many then close no hour and write nothing twice)",
+             "micro-batch (many then close no hour and write nothing twice). The check refuses it first for "
+             "what makes the duplicates possible: the folder has no _spark_metadata log of committed files",
              (Edit("lab9-job", "sub", 'maxOffsetsPerTrigger="40"', 'maxOffsetsPerTrigger="100"'),
               Edit("lab9-job", "sub",
                    "def write(batch, batch_id):\n"

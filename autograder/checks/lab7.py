@@ -21,7 +21,7 @@ import re
 import time
 
 from . import CheckFailed, Context, check, expect
-from .scripts import read_student_file, start, stop, wait  # noqa: F401 - read_student_file: the scripts' files
+from .scripts import start, stop, wait
 
 OWN_CLUSTER = True
 # The self-test grades at most this many lab 7 submissions at once (three more JVMs each):
