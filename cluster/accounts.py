@@ -256,13 +256,25 @@ def acl_count_on(admin, node_id: int, user: str) -> int:
 
 def wait_until_every_broker(admin, user: str, done, what: str, timeout_s: float = 30.0) -> None:
     """Wait, bounded, until every live broker's ACLs for `user` satisfy done(count)."""
+    from kafka.errors import KafkaConnectionError, NodeNotReadyError, RequestTimedOutError, UnknownBrokerIdError
+
     brokers = [b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")]
     deadline = time.monotonic() + timeout_s
     for node in brokers:
-        while not done(acl_count_on(admin, node, user)):
+        while True:
+            try:
+                found = acl_count_on(admin, node, user)
+                if done(found):
+                    break
+                last = f"it knows {found} ACLs"
+            except (UnknownBrokerIdError, NodeNotReadyError, KafkaConnectionError, RequestTimedOutError) as e:
+                # a broker just back from a crash: listed by the cluster before this client's metadata
+                # or connection has caught up with it (seen in CI: UnknownBrokerIdError)
+                admin._manager.cluster.request_update()
+                last = f"{type(e).__name__}: {e}"
             if time.monotonic() > deadline:
-                raise RuntimeError(f"Broker {node} did not {what} the rights of {user!r} within {timeout_s:.0f} s; "
-                                   "see `python -m cluster status`.")
+                raise RuntimeError(f"Broker {node} did not {what} the rights of {user!r} within {timeout_s:.0f} s "
+                                   f"(last: {last}); see `python -m cluster status`.")
             time.sleep(0.05)
 
 
