@@ -42,15 +42,32 @@ class MissingAnswer(CheckFailed):
 
 def answer_name(expr: str) -> str:
     """The student's name in an expression a check evaluates: the first function it calls that is
-    not a builtin ("parse" in "[str(r) for r in parse(raw)]"), else its first name."""
+    not a builtin ("parse" in "[str(r) for r in parse(raw)]"), else its first name that is
+    neither a builtin, an attribute nor a keyword argument ("with_weather" in
+    "__import__('m').start_join(with_weather, 'x')")."""
     import builtins
+    import keyword
     import re
 
-    for m in re.finditer(r"(?<![\w.'\"])([A-Za-z_]\w*)\s*\(", expr):
+    code = re.sub(r"'[^']*'|\"[^\"]*\"", "''", expr)     # no names from inside strings
+    for m in re.finditer(r"(?<![\w.])([A-Za-z_]\w*)\s*\(", code):
         if not hasattr(builtins, m.group(1)):
+            return m.group(1)
+    for m in re.finditer(r"(?<![\w.])([A-Za-z_]\w*)\b(?!\s*=[^=])", code):
+        if not hasattr(builtins, m.group(1)) and not keyword.iskeyword(m.group(1)):
             return m.group(1)
     first = re.match(r"\s*([A-Za-z_]\w*)", expr)
     return first.group(1) if first else expr
+
+
+class DemoName(CheckFailed):
+    """The student's answer uses a name that only an example cell defines: grading skips those."""
+
+    def __init__(self, answer: str, name: str):
+        super().__init__(f"`{answer}` uses `{name}`, which only an example cell of the notebook defines, and "
+                         "the grader does not run the example cells",
+                         hint=f"The grader calls `{answer}` with its own data: work from what it is given (its "
+                              "arguments) and from the cells you write, not from the notebook's examples.")
 
 
 class NotWritten(CheckFailed):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -37,7 +38,7 @@ from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
 from traitlets import default
 
-from .errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten, answer_name
+from .errors import CheckFailed, DemoName, MissingAnswer, NotPlainValue, NotWritten, answer_name
 from .sandbox import Jail, Sandbox
 
 CELL_TIMEOUT_S = 60          # one cell
@@ -49,6 +50,24 @@ MAX_NOTEBOOK_OUTPUT_BYTES = 20_000_000  # of messages of the whole notebook (man
 MAX_MESSAGE_BYTES = 16 * 2**20  # one message from the kernel, at the socket
 MAX_VALUE_CHARS = 4_000_000  # the repr of one value a check reads
 DEMO_TAG = "demo"            # the course's observation-only cells: nothing graded depends on them
+
+
+def defined_in_demo(nb, name: str) -> bool:
+    """Whether an example cell (tagged demo: grading does not run it) defines `name`."""
+    for cell in nb.cells:
+        if cell.cell_type != "code" or DEMO_TAG not in cell.metadata.get("tags", []):
+            continue
+        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == name
+                    or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name
+                    or isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name):
+                return True
+    return False
 
 
 class CappedKernelClient(AsyncKernelClient):
@@ -299,6 +318,9 @@ class KernelSession:
         if result.get("status") != "ok":
             name, err = str(result.get("ename", "Error"))[:100], str(result.get("evalue", ""))[:500]
             if name == "NameError":
+                missing = re.search(r"name '(\w+)' is not defined", err)
+                if missing and defined_in_demo(self.nb, missing.group(1)):
+                    raise DemoName(answer_name(expr), missing.group(1))
                 raise MissingAnswer(answer_name(expr), err)
             if name == "NotImplementedError":
                 raise NotWritten(expr)

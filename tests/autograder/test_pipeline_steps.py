@@ -150,9 +150,23 @@ def test_every_corpus_entry_still_applies_to_its_lab(scenario):
     ("sorted(replay(1, 2))", "replay"),                                  # builtins are not the student's
     ("[(r['id'], type(r['t']).__name__) for r in parse(__import__('m').raw())]", "parse"),
     ("lab.topic('x')", "lab"),
+    # a function passed to the grader's own code in the kernel: the argument, not the import
+    ("__import__('autograder.checks.lab9', fromlist=['_']).start_join(with_weather, 'a', 'b', 'n')", "with_weather"),
 ])
 def test_a_missing_answer_is_named_by_the_students_function(expr, name):
     from autograder.errors import NotWritten, answer_name
 
     assert answer_name(expr) == name
     assert f"`{name}` is not written yet" in str(NotWritten(expr))
+
+
+def test_a_name_only_an_example_cell_defines_is_told_apart():
+    # grading skips example cells: an answer that leans on their names gets its own message
+    from autograder.kernel import defined_in_demo
+
+    nb = new_notebook(cells=[
+        new_code_cell("%%time\nweather_topic = lab.fresh_topic('w', 3)\nimport numpy as np\ndef helper():\n    pass",
+                      metadata={"tags": ["demo"]}),
+        new_code_cell("mine = 1")])
+    assert all(defined_in_demo(nb, name) for name in ("weather_topic", "np", "helper"))
+    assert not any(defined_in_demo(nb, name) for name in ("mine", "lab", "numpy"))
