@@ -103,7 +103,6 @@ def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
     """Grade each lab's solution `runs` times through the CLI: time, and whether the score
     ever changes (it must not: same submission, same seed, same score)."""
     import json
-    import subprocess
 
     from autograder.pipeline import SOLUTIONS
 
@@ -116,14 +115,15 @@ def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
                 # With the sandbox (how grading runs), and without it (--no-sandbox): what the
                 # sandbox costs per grading.
                 for mode, extra in (("sandbox", []), ("no sandbox", ["--no-sandbox"])):
-                    times, scores = [], set()
+                    times, scores, peaks = [], set(), []
                     for i in range(runs):
                         out = tmp / f"{lab}-{i}.json"
                         t = time.perf_counter()
-                        subprocess.run([sys.executable, "-m", "autograder", "grade", lab,
-                                        str(SOLUTIONS / lab / f"{lab}.ipynb"), "--json", str(out), *extra],
-                                       env=env, capture_output=True, timeout=900)
+                        peak = graded_with_peak_memory(
+                            [sys.executable, "-m", "autograder", "grade", lab,
+                             str(SOLUTIONS / lab / f"{lab}.ipynb"), "--json", str(out), *extra], env, c)
                         times.append(time.perf_counter() - t)
+                        peaks.append(peak)
                         scores.add(json.loads(out.read_text())["score"])
                         print(f"  {lab} ({mode}) run {i + 1}/{runs}: {times[-1]:.1f} s, score {sorted(scores)}",
                               file=sys.stderr)
@@ -131,7 +131,44 @@ def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
                                  GRADING_TARGET_S.get(lab, DEFAULT_GRADING_TARGET_S) if mode == "sandbox" else None))
                     rows.append((f"distinct scores of {lab} over {runs} runs ({mode})", [float(len(scores))], "",
                                  1.0))
+                    if mode == "sandbox":
+                        rows.append((f"peak memory while grading {lab}: brokers, grader, kernel, Spark", peaks, "MB",
+                                     PEAK_MEMORY_TARGET_MB.get(lab)))
     return rows
+
+
+def graded_with_peak_memory(cmd: list[str], env: dict, cluster) -> float:
+    """Run one grading; return the peak of what it and the cluster hold in memory together (MB):
+    the brokers' and every process the grading started (kernel, Spark's JVM, scripts), sampled
+    every 0.2 s. What an 8 GB laptop must hold while the lab is graded or run."""
+    import subprocess
+
+    import psutil
+
+    brokers = [p for p in (n.process() for n in cluster.nodes.values()) if p is not None]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    root, peak = psutil.Process(proc.pid), 0.0
+    deadline = time.monotonic() + 900
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            procs = brokers + [root] + root.children(recursive=True)
+        except psutil.Error:         # the grading just ended
+            break
+        total = 0
+        for p in procs:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:     # ended between the listing and the reading
+                pass
+        peak = max(peak, total / 2**20)
+        time.sleep(0.2)
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    return peak
+
+
+PEAK_MEMORY_TARGET_MB = {"lab9": 3072.0}
 
 
 def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
