@@ -41,7 +41,7 @@ lab: up
 #   make test-heavy  the labs whose gradings start JVMs for the student's work (lab 9: Spark,
 #                    lab 10: Kafka Connect): self-tests, notebooks, standalone Spark; and the
 #                    Gradescope package, set up and run as Gradescope does; the course's
-#                    JupyterHub in a real browser (~25 min)
+#                    JupyterHub in a real browser (~30 min)
 # CI (.ci/run) runs test, then test-heavy.
 test: jars
 	$(PY) -m pytest -n 2 --dist loadscope -m "not heavy"
