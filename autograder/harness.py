@@ -114,35 +114,19 @@ def crash_on_write(name: str, nth: int) -> None:
     sys.addaudithook(hook)
 
 
-def crash_in_producer(method: str, nth: int) -> None:
-    """SIGKILL after the nth call of KafkaProducer.<method> (see the module's help). A script
-    that reaches the producer another way (a saved reference, another client library) never
-    crashes, and the grader fails a run that was meant to crash but did not."""
+def crash_in_producer(method: str, nth: int, counts=lambda producer: True) -> None:
+    """SIGKILL after the nth call of KafkaProducer.<method> that counts(producer) accepts (see the
+    module's help). A script that reaches the producer another way (a saved reference, another
+    client library) never crashes, and the grader fails a run that was meant to crash but did not."""
     from kafka import KafkaProducer
 
     real = getattr(KafkaProducer, method)
     seen = {"count": 0}
-    if method == "commit_transaction":
-        # only transactions that sent something count (see --crash-after-commit)
-        real_send, real_abort = KafkaProducer.send, KafkaProducer.abort_transaction
-        sent = set()    # ids of producers whose open transaction sent a record
-
-        def send(self, *args, **kwargs):
-            sent.add(id(self))
-            return real_send(self, *args, **kwargs)
-
-        def abort_transaction(self, *args, **kwargs):
-            sent.discard(id(self))
-            return real_abort(self, *args, **kwargs)
-
-        KafkaProducer.send, KafkaProducer.abort_transaction = send, abort_transaction
 
     def patched(self, *args, **kwargs):
         result = real(self, *args, **kwargs)
-        if method == "commit_transaction":
-            if id(self) not in sent:
-                return result
-            sent.discard(id(self))
+        if not counts(self):
+            return result
         seen["count"] += 1
         if seen["count"] == nth:
             if method == "send":
@@ -151,6 +135,32 @@ def crash_in_producer(method: str, nth: int) -> None:
         return result
 
     setattr(KafkaProducer, method, patched)
+
+
+def crash_after_commit(nth: int) -> None:
+    """SIGKILL after the nth commit_transaction() of a transaction that sent a record (see
+    --crash-after-commit): a batch without output would hide a job that repeats a batch."""
+    from kafka import KafkaProducer
+
+    real_send, real_abort = KafkaProducer.send, KafkaProducer.abort_transaction
+    sent = set()    # ids of producers whose open transaction sent a record
+
+    def send(self, *args, **kwargs):
+        sent.add(id(self))
+        return real_send(self, *args, **kwargs)
+
+    def abort_transaction(self, *args, **kwargs):
+        sent.discard(id(self))
+        return real_abort(self, *args, **kwargs)
+
+    def sent_something(producer) -> bool:
+        if id(producer) not in sent:
+            return False
+        sent.discard(id(producer))     # the next transaction starts empty
+        return True
+
+    KafkaProducer.send, KafkaProducer.abort_transaction = send, abort_transaction
+    crash_in_producer("commit_transaction", nth, counts=sent_something)
 
 
 def main(argv=None) -> None:
@@ -168,7 +178,7 @@ def main(argv=None) -> None:
     if a.crash_on_send:
         crash_in_producer("send", a.crash_on_send)
     if a.crash_after_commit:
-        crash_in_producer("commit_transaction", a.crash_after_commit)
+        crash_after_commit(a.crash_after_commit)
     if a.crash_after is not None:
         timer = threading.Timer(a.crash_after, crash)
         timer.daemon = True
