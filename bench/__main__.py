@@ -244,6 +244,10 @@ def bench_corpus(runs: int, labs: list[str], jobs: int, only: list[str] | None =
                 parts = graded_parts(nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4))
                 entries = [(s.name, s.notebook(), expected_scores(s, parts)) for s in scenarios(lab)
                            if s.base == "solution" and (not only or s.name in only)]
+                if not entries:
+                    raise SystemExit(f"{lab} has no corpus entry named {' or '.join(only or [])}; its entries: "
+                                     f"{', '.join(s.name for s in scenarios(lab))}. Name some of these with "
+                                     "--corpus-entries, or leave it out to grade them all.")
                 for name, nb, _ in entries:
                     nbformat.write(nb, tmp / f"{lab}-{name}.ipynb")
 
@@ -269,9 +273,8 @@ def bench_corpus(runs: int, labs: list[str], jobs: int, only: list[str] | None =
                 jobs_list = [(name, i) for name, _, _ in entries for i in range(runs)]
                 with ThreadPoolExecutor(jobs) as pool:
                     results = list(pool.map(grade, jobs_list))
+                # each of these was already printed as its grading ended
                 wrong = [(name, found) for name, _, found in results if found != want[name]]
-                for name, found in wrong:
-                    print(f"  {lab} {name}: found {found}, the corpus says {want[name]}", file=sys.stderr)
                 per_entry = {name: {json.dumps(f, sort_keys=True) for n, _, f in results if n == name}
                              for name in want}
                 # several at a time on 2 cores: a measure of load, not of one grading (no target)
