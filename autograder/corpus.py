@@ -933,6 +933,11 @@ c.close()
              (Edit("lab9-hourly", "sub", "return (flights\n", 'return (flights.withWatermark("dep_time", "30 minutes")\n'),
               Edit("lab9-job", "sub", "return (flights\n", 'return (flights.withWatermark("dep_time", "30 minutes")\n')),
              fails("lab9-q3")),
+    Scenario("watermark-of-ten-minutes", "lab9", "the job waits only 10 minutes for late flights (the stream "
+             "comes in order, so why wait longer?): each hour is written sooner, and a late flight whose hour was "
+             "still open for 30 minutes is dropped",
+             (Edit("lab9-job", "sub", 'withWatermark("dep_time", "10 minutes")', 'withWatermark("dep_time", "30 minutes")'),),
+             fails("lab9-q3")),
     Scenario("foreach-batch-appends", "lab9", "the job appends each micro-batch to the Parquet folder itself "
              "(foreachBatch), so a batch that is run again after a failure is written twice; 40 records a "
              "micro-batch (many then close no hour and write nothing twice). The check refuses it first for "

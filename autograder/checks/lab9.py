@@ -65,6 +65,10 @@ def when(event: dict) -> datetime:
     return datetime.strptime(event["dep_time"], TIME_FORMAT)
 
 
+def hour_of(t: datetime) -> datetime:
+    return t.replace(minute=0, second=0)
+
+
 def when_reported(report: dict) -> datetime:
     """The hour a weather report describes (lab9-q5)."""
     return datetime.strptime(report["time_hour"], TIME_FORMAT)
@@ -413,19 +417,37 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
     return f"{tag}: exit 0"
 
 
-def late_events(ctx: Context, first: list[dict], day: str) -> tuple[dict, dict]:
-    """Two flights the grader adds after the first runs, both late: one in an hour whose window
-    the watermark has already closed (to be dropped), one at the start of the last hour the job
-    has seen, whose window is still open (to be counted)."""
-    last = when(first[-1])
-    open_hour = last.replace(minute=0, second=0)        # its window ends after the last event: still open
-    closed_hour = open_hour - 3 * WINDOW                 # ended long before any watermark the job reached
+CUT_MINUTE = 15    # the job's first two runs see the day up to a quarter past an hour: see late_events
+
+
+def first_part(ctx: Context, events: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The day split in two: the part the job's first two runs see ends with a made-up flight at
+    CUT_MINUTE past the hour in the middle of the day, so the job's watermark when the late
+    flights come is known to the minute; the rest comes with the late flights."""
+    day = events[0]["id"][:10]
+    cut = when(events[len(events) // 2]).replace(minute=CUT_MINUTE, second=0)
+    origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
+    last = {"id": f"{day} {FAKE_CARRIER}{ctx.rng.randrange(10000, 100000)} {origin}", "carrier": FAKE_CARRIER,
+            "origin": origin, "dest": "BOS", "tailnum": None, "dep_delay": ctx.rng.randrange(-10, 60),
+            "dep_time": iso(cut)}
+    return [e for e in events if when(e) < cut] + [last], [e for e in events if when(e) >= cut]
+
+
+def late_events(ctx: Context, last: datetime, day: str) -> tuple[dict, dict]:
+    """Two flights the grader adds after the first runs, both older than the job's watermark
+    (the latest event time it saw, `last`, minus 30 minutes), minutes either side of a window's
+    end: one just past, in the last window the watermark closed (to be dropped), one just inside,
+    in the first window still open (to be counted, although the watermark is past its own time).
+    With `last` at a quarter past, a watermark of 15 minutes or less drops both, and one longer
+    than 75 minutes counts both."""
+    watermark = last - WATERMARK
+    closed_end = hour_of(watermark)                     # the end of the last window the watermark closed
     origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
     make = lambda at, delay: {  # noqa: E731
-        "id": f"{day} {FAKE_CARRIER}{ctx.rng.randrange(1000, 10000)} {origin}", "carrier": FAKE_CARRIER,
+        "id": f"{day} {FAKE_CARRIER}{ctx.rng.randrange(10000, 100000)} {origin}", "carrier": FAKE_CARRIER,
         "origin": origin, "dest": "ATL", "tailnum": None, "dep_delay": delay, "dep_time": iso(at)}
-    dropped = make(closed_hour + timedelta(minutes=ctx.rng.randrange(5, 55)), ctx.rng.randrange(100, 400))
-    counted = make(open_hour + timedelta(minutes=ctx.rng.randrange(0, 5)), ctx.rng.randrange(100, 400))
+    dropped = make(closed_end - timedelta(minutes=ctx.rng.randrange(1, 10)), ctx.rng.randrange(100, 400))
+    counted = make(watermark - timedelta(minutes=ctx.rng.randrange(1, 10)), ctx.rng.randrange(100, 400))
     return dropped, counted
 
 
@@ -438,32 +460,37 @@ def job_exactly_once(ctx: Context) -> str:
             target.unlink()
         elif target.is_dir():
             shutil.rmtree(target)
-    events = graders_flights(ctx)
+    first, rest = first_part(ctx, graders_flights(ctx))
+    events = first + rest
     day = events[0]["id"][:10]
-    cut = len(events) // 2
-    first, rest = events[:cut], events[cut:]
     # One partition: Spark splits a micro-batch across partitions by records waiting, not by time,
     # and the watermark is one for all; with the flights keyed by airport in three partitions, a
     # job with small micro-batches could fall behind it in one partition and rightly drop flights.
     topic = flights_topic(ctx, first, partitions=1)
     history = [run_job(ctx, topic, "run 1", fail_from=ctx.rng.choice([2, 3])),
                run_job(ctx, topic, "run 2 (restart)")]
-    dropped, counted = late_events(ctx, first, day)
+    dropped, counted = late_events(ctx, when(first[-1]), day)
     send(ctx, topic, [dropped, counted] + rest)
     history.append(run_job(ctx, topic, "run 3 (late flights and the rest of the day)"))
     # The truth: every flight but the dropped one; windows are written once the watermark
     # (the latest event time minus 30 minutes) has passed their end. The last hour or two
     # may still be open, so they may be missing; rows that are there must be right.
-    truth = hourly_truth([e for e in events if e is not dropped] + [counted])
+    truth = hourly_truth(events + [counted])
     watermark = when(events[-1]) - WATERMARK
     required = {k for k in truth if datetime.strptime(k[0], "%Y-%m-%d %H:%M:%S") + 2 * WINDOW <= watermark}
     found = read_output(ctx)
-    late_key = (str(when(dropped).replace(minute=0, second=0)), dropped["origin"])
-    counted_key = (str(when(counted).replace(minute=0, second=0)), counted["origin"])
-    with_dropped = hourly_truth([e for e in events] + [dropped, counted])
-    hint = ("The job counted a flight that came after its hour's window had closed: only a watermark "
-            "(withWatermark(\"dep_time\", \"30 minutes\")) with append mode lets Spark drop it."
-            if any((str(h), o) == late_key and f == with_dropped[late_key][0] for h, o, f, _ in found) else
+    key = lambda e: (str(hour_of(when(e))), e["origin"])  # noqa: E731
+    flights = {(str(h), o): f for h, o, f, _ in found}
+    # what the late flights' rows hold when a watermark is too long (both counted) or too short (both dropped)
+    too_long = flights.get(key(dropped)) == hourly_truth(events + [dropped])[key(dropped)][0]
+    too_short = flights.get(key(counted)) == hourly_truth(events).get(key(counted), (None,))[0]
+    hint = (f"The job counted the late flight at {dropped['dep_time']}, whose hour's window the watermark had "
+            "closed: use withWatermark(\"dep_time\", \"30 minutes\") (a much longer delay keeps that window open) "
+            "with append mode, and Spark drops it." if too_long else
+            f"The job dropped the late flight at {counted['dep_time']}, whose hour's window was still open: the "
+            "watermark (latest event time minus 30 minutes) was past the flight's own time but not past its "
+            "window's end, and Spark drops late rows by window. Is the watermark withWatermark(\"dep_time\", "
+            "\"30 minutes\"), and does the job drop nothing by hand?" if too_short else
             "Some hours are there twice: did each run write its own copy? Let the file sink and the checkpoint "
             "decide what is written, so a restarted run repeats nothing."
             if len({(str(h), o) for h, o, _, _ in found}) < len(found) else
@@ -471,8 +498,8 @@ def job_exactly_once(ctx: Context) -> str:
             "run), and does every run read the topic from the earliest offset the first time?")
     compare_hourly(found, truth, required,
                    f"{OUTPUT}/ after {'; '.join(history)}; the late flight at {dropped['dep_time']} should be "
-                   f"dropped (its hour's window had closed), the one at {counted['dep_time']} counted "
-                   f"(in {counted_key[0]}, {counted_key[1]})", hint)
+                   f"dropped (its hour's window had just closed), the one at {counted['dep_time']} counted "
+                   f"(older than the watermark, in {key(counted)[0]}, {key(counted)[1]}, a window still open)", hint)
     return "; ".join(history)
 
 
@@ -531,10 +558,6 @@ def joined_rows(name: str) -> list[tuple]:
     rows = [tuple(r) for r in spark_session().table(name).collect()]
     _QUERIES.pop(name).stop()
     return rows
-
-
-def hour_of(t: datetime) -> datetime:
-    return t.replace(minute=0, second=0)
 
 
 def flight_hours(events: list[dict]) -> set[tuple[str, str]]:

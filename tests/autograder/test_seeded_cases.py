@@ -228,3 +228,35 @@ def test_lab9s_own_flights_have_distinct_ids_and_left_out_reports_leave_flights_
         public = {(r["origin"], r["time_hour"]) for r in weather(day=int(events[0]["id"][8:10]))}
         busy = {(e["origin"], iso(hour_of(when(e)))) for e in events}
         assert len(public - sent) == 3 and (public - sent) <= busy, seed
+
+
+def test_lab9s_late_flights_sit_either_side_of_a_window_end_that_the_watermark_alone_decides():
+    """lab9-q3: whatever the seed, a job with the watermark the text asks for (30 minutes) drops
+    the late flight just past a closed window and counts the one just inside an open window,
+    although both are older than the watermark; a job that drops late rows by their own time, or
+    one with a watermark of 15 minutes or less, or of more than 75, gets one of them wrong."""
+    from datetime import timedelta
+
+    from autograder.checks.lab9 import WATERMARK, WINDOW, first_part, graders_flights, hour_of, late_events, when
+
+    def spark_counts(flight, watermark):      # Spark drops a late row when its window's end is at or behind
+        return hour_of(when(flight)) + WINDOW > watermark
+
+    for seed in range(40):
+        ctx = ctx_of(seed)
+        events = graders_flights(ctx)
+        first, rest = first_part(ctx, events)
+        by_time = lambda e: (e["dep_time"], e["id"])  # noqa: E731
+        assert sorted(first + rest, key=by_time) == sorted(events + [first[-1]], key=by_time), seed
+        assert when(first[-1]) == max(map(when, first)) and when(rest[0]) >= when(first[-1]), seed
+        last = when(first[-1])
+        dropped, counted = late_events(ctx, last, events[0]["id"][:10])
+        right = last - WATERMARK
+        assert not spark_counts(dropped, right) and spark_counts(counted, right), seed
+        assert when(dropped) < when(counted) < right, seed          # both late: an event-time filter drops both
+        for minutes in (20, 30, 45, 60, 75):
+            wm = last - timedelta(minutes=minutes)
+            assert not spark_counts(dropped, wm) and spark_counts(counted, wm), (seed, minutes)
+        for minutes in (0, 10, 15, 76, 90, 120):
+            wm = last - timedelta(minutes=minutes)
+            assert spark_counts(dropped, wm) or not spark_counts(counted, wm), (seed, minutes)
