@@ -157,3 +157,22 @@ def test_jupyter_service_mounts_labs_and_runs_in_compose_mode(compose):
     assert svc["environment"]["COURSE_MODE"] == "compose"
     targets = {v["target"] if isinstance(v, dict) else v.split(":")[1] for v in svc["volumes"]}
     assert "/home/jovyan/course/labs" in targets
+
+
+def volume_pairs(svc: dict) -> set[tuple[str, str]]:
+    """(source, target) of a service's volumes, long form or short ("src:target:rw")."""
+    return {(v["source"], v["target"]) if isinstance(v, dict) else tuple(v.split(":")[:2])
+            for v in svc.get("volumes", [])}
+
+
+def test_spark_workers_executors_write_where_the_notebook_reads(compose):
+    """With SPARK_MASTER=spark://spark-master:7077, executors in spark-worker write a query's
+    files (Parquet parts, state) at the paths the notebook's driver gives them: the worker must
+    see the notebooks' folder at the same path, as the notebook's user (jovyan of the jupyter
+    image, 1000:100), with a work folder that user can write."""
+    jupyter, worker = compose["services"]["jupyter"], compose["services"]["spark-worker"]
+    root = re.search(r"--ServerApp.root_dir=(\S+?)\"", DOCKERFILE.read_text()).group(1)
+    labs = {pair for pair in volume_pairs(jupyter) if pair[1] == root}
+    assert labs and labs <= volume_pairs(worker), "spark-worker must mount the notebooks' folder as jupyter does"
+    assert str(worker["user"]) == "1000:100"
+    assert worker["environment"]["SPARK_WORKER_DIR"].startswith("/tmp/")
