@@ -12,14 +12,17 @@
     events = departures(day=1)       # lab 9: the flights that left, as events in event-time order
     names = airlines()               # lab 9: {"carrier": "9E", "name": "Endeavor Air Inc."}, ...
     reports = weather(day=1)         # lab 9: the airports' hourly weather, as events
+    Replay(events, 3600).send(producer, topic)   # lab 9: events sent as they happened, an hour a second
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import json
 import time
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from functools import cached_property
 
 from . import settings
@@ -257,8 +260,6 @@ def flight_id(f: dict) -> str:
 def departure_time(flight: dict) -> str | None:
     """When a flight actually left, in UTC (ISO 8601, as "2013-01-01T10:17:00Z"): its scheduled
     hour (time_hour, already UTC) and minute, plus its departure delay; None if it never left."""
-    from datetime import datetime, timedelta
-
     if flight["dep_delay"] is None:
         return None
     scheduled = datetime.strptime(flight["time_hour"], "%Y-%m-%dT%H:%M:%SZ") + timedelta(minutes=flight["minute"])
@@ -277,6 +278,47 @@ def departures(day: int | None = None) -> list[dict]:
                            "carrier": f["carrier"], "origin": f["origin"], "dest": f["dest"],
                            "tailnum": f["tailnum"] or None, "dep_delay": f["dep_delay"], "dep_time": when})
     return sorted(events, key=lambda e: e["dep_time"])   # stable: same-minute flights keep the file's order
+
+
+class Replay:
+    """Events sent to a topic as they happened, `speedup` times faster: with 3600, an hour of the
+    day's flights takes a second, and each event is sent when the replay's clock reaches its
+    event time (never before), so a stream meets them as it would have met the day itself.
+
+        replay = Replay(events[:200], speedup=1800)
+        replay.send(producer, topic)            # returns once the last one is sent
+        replay.happened(dep_time)               # the wall-clock moment (time.time()) of that event time
+    """
+
+    def __init__(self, events: list[dict], speedup: float, time_field: str = "dep_time"):
+        self.events = sorted(events, key=lambda e: e[time_field])
+        self.speedup = speedup
+        self.time_field = time_field
+        self.first = self.event_time(self.events[0]) if self.events else 0.0
+        self.start: float | None = None
+
+    def event_time(self, event: dict) -> float:
+        return datetime.strptime(event[self.time_field], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+
+    def happened(self, event_time) -> float:
+        """When an event of this time (epoch seconds, or an aware or UTC datetime) happened on the
+        replay's clock, as time.time(); the replay must have started."""
+        if self.start is None:
+            raise RuntimeError("the replay has not started: call send() first")
+        if isinstance(event_time, datetime):
+            event_time = (event_time if event_time.tzinfo else event_time.replace(tzinfo=timezone.utc)).timestamp()
+        return self.start + (event_time - self.first) / self.speedup
+
+    def send(self, producer, topic: str, key: str | None = "origin") -> int:
+        """Send every event (JSON, keyed by that field) at its moment; flush; the number sent."""
+        self.start = time.time()
+        for e in self.events:
+            wait = self.happened(self.event_time(e)) - time.time()
+            if wait > 0:
+                time.sleep(wait)
+            producer.send(topic, key=None if key is None else str(e[key]).encode(), value=json.dumps(e).encode())
+        producer.flush()
+        return len(self.events)
 
 
 def _package_table(name: str) -> list[dict]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..sandbox import Limits
 from . import CheckFailed, Context, check, expect
-from .kafka_state import graders_topic
+from .kafka_state import graders_topic, read_all, short_name
 from .scripts import read_student_file, start, stop, wait
 
 JOB_SCRIPT = "delays_job.py"
@@ -417,37 +417,72 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
     return f"{tag}: exit 0"
 
 
-CUT_MINUTE = 15    # the job's first two runs see the day up to a quarter past an hour: see late_events
+def from_ms(ms: int) -> datetime:
+    """A watermark of Spark's checkpoint (epoch milliseconds) as this module's naive UTC times."""
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).replace(tzinfo=None)
 
 
-def first_part(ctx: Context, events: list[dict]) -> tuple[list[dict], list[dict]]:
-    """The day split in two: the part the job's first two runs see ends with a made-up flight at
-    CUT_MINUTE past the hour in the middle of the day, so the job's watermark when the late
-    flights come is known to the minute; the rest comes with the late flights."""
-    day = events[0]["id"][:10]
-    cut = when(events[len(events) // 2]).replace(minute=CUT_MINUTE, second=0)
-    origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
-    last = {"id": f"{day} {FAKE_CARRIER}{ctx.rng.randrange(10000, 100000)} {origin}", "carrier": FAKE_CARRIER,
-            "origin": origin, "dest": "BOS", "tailnum": None, "dep_delay": ctx.rng.randrange(-10, 60),
-            "dep_time": iso(cut)}
-    return [e for e in events if when(e) < cut] + [last], [e for e in events if when(e) >= cut]
+def batch_end(checkpoint: Path, batch: int) -> int | None:
+    """The offset one past the last record a micro-batch read, from its offset log (the third
+    line: {topic: {partition: offset}}; the grader's topics for the job have one partition)."""
+    try:
+        (ends,) = json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[2]).values()
+        return int(ends["0"])
+    except (OSError, IndexError, KeyError, ValueError, TypeError):
+        return None
 
 
-def late_events(ctx: Context, last: datetime, day: str) -> tuple[dict, dict]:
-    """Two flights the grader adds after the first runs, both older than the job's watermark
-    (the latest event time it saw, `last`, minus 30 minutes), minutes either side of a window's
-    end: one just past, in the last window the watermark closed (to be dropped), one just inside,
-    in the first window still open (to be counted, although the watermark is past its own time).
-    With `last` at a quarter past, a watermark of 15 minutes or less drops both, and one longer
-    than 75 minutes counts both."""
-    watermark = last - WATERMARK
-    closed_end = hour_of(watermark)                     # the end of the last window the watermark closed
+def watermark_delay(ctx: Context, topic: str) -> timedelta | None:
+    """The delay the job's watermark keeps behind event time, as Spark applied it: micro-batch 1
+    ran with the latest event time of micro-batch 0's records minus the delay (both from the
+    checkpoint; the records read back from the topic by offset). None without them."""
+    checkpoint = ctx.workdir / CHECKPOINT
+    end, watermark = batch_end(checkpoint, 0), batch_watermark(checkpoint, 1)
+    if end is None or not watermark:
+        return None
+    read = [when(json.loads(r.value)) for r in read_all(ctx, short_name(topic)) if r.offset < end]
+    return max(read) - from_ms(watermark) if read else None
+
+
+def job_watermarks(ctx: Context) -> tuple[datetime | None, datetime | None]:
+    """After a run that ended well: the watermark its last micro-batch ran with (Spark had
+    written, and forgotten, every window ending at or before it) and the one the next micro-batch
+    will run with (the commit log's nextBatchWatermarkMs); None where the checkpoint lacks it."""
+    checkpoint = ctx.workdir / CHECKPOINT
+    no_links(ctx, CHECKPOINT, f"{CHECKPOINT}/offsets", f"{CHECKPOINT}/commits")
+
+    def last_batch(folder: str) -> int | None:
+        try:
+            return max((int(f.name) for f in (checkpoint / folder).iterdir() if f.name.isdigit()), default=None)
+        except OSError:
+            return None
+
+    batch = last_batch("commits")
+    if batch is None or batch != last_batch("offsets"):
+        return None, None
+    written = batch_watermark(checkpoint, batch)
+    try:
+        following = int(json.loads((checkpoint / "commits" / str(batch)).read_text().splitlines()[1])["nextBatchWatermarkMs"])
+    except (OSError, IndexError, KeyError, ValueError):
+        following = None
+    return (None if written is None else from_ms(written)), (None if following is None else from_ms(following))
+
+
+def late_events(ctx: Context, written: datetime, watermark: datetime, day: str) -> tuple[dict, dict]:
+    """Two flights the grader adds after the first runs, both older than the job's watermark,
+    minutes either side of a window's end: one just before the end of the last hour the job has
+    written (its window is final and forgotten: Spark must drop it), one a few minutes older than
+    the watermark but in the first hour still open (Spark drops late rows by window, not by their
+    own time: it must count). Spark forgets a window in the micro-batch after the one that moved
+    the watermark past its end, so the grader places the first by `written`, the watermark the
+    job's last micro-batch ran with: a window between it and `watermark` could go either way."""
     origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
     make = lambda at, delay: {  # noqa: E731
         "id": f"{day} {FAKE_CARRIER}{ctx.rng.randrange(10000, 100000)} {origin}", "carrier": FAKE_CARRIER,
         "origin": origin, "dest": "ATL", "tailnum": None, "dep_delay": delay, "dep_time": iso(at)}
-    dropped = make(closed_end - timedelta(minutes=ctx.rng.randrange(1, 10)), ctx.rng.randrange(100, 400))
-    counted = make(watermark - timedelta(minutes=ctx.rng.randrange(1, 10)), ctx.rng.randrange(100, 400))
+    dropped = make(hour_of(written) - timedelta(minutes=ctx.rng.randrange(1, 10)), ctx.rng.randrange(100, 400))
+    counted = make(max(hour_of(watermark), watermark - timedelta(minutes=ctx.rng.randrange(1, 10))),
+                   ctx.rng.randrange(100, 400))
     return dropped, counted
 
 
@@ -460,16 +495,30 @@ def job_exactly_once(ctx: Context) -> str:
             target.unlink()
         elif target.is_dir():
             shutil.rmtree(target)
-    first, rest = first_part(ctx, graders_flights(ctx))
-    events = first + rest
+    events = graders_flights(ctx)
     day = events[0]["id"][:10]
+    cut = len(events) // 2
+    first, rest = events[:cut], events[cut:]
     # One partition: Spark splits a micro-batch across partitions by records waiting, not by time,
     # and the watermark is one for all; with the flights keyed by airport in three partitions, a
     # job with small micro-batches could fall behind it in one partition and rightly drop flights.
     topic = flights_topic(ctx, first, partitions=1)
-    history = [run_job(ctx, topic, "run 1", fail_from=ctx.rng.choice([2, 3])),
-               run_job(ctx, topic, "run 2 (restart)")]
-    dropped, counted = late_events(ctx, when(first[-1]), day)
+    history = [run_job(ctx, topic, "run 1", fail_from=ctx.rng.choice([2, 3]))]
+    delay = watermark_delay(ctx, topic)
+    expect(delay == WATERMARK, f"the watermark's delay in {JOB_SCRIPT} (micro-batch 1 ran with the latest event "
+           "time of micro-batch 0 minus the delay, in its checkpoint)",
+           expected="30 minutes", found="no watermark in the checkpoint" if delay is None else f"{delay}",
+           hint="hourly_delays in the job starts with withWatermark(\"dep_time\", \"30 minutes\"), as in the "
+                "notebook: Spark writes an hour once the latest event time minus 30 minutes has passed its end.")
+    history.append(run_job(ctx, topic, "run 2 (restart)"))
+    written, watermark = job_watermarks(ctx)
+    expect(written is not None and watermark is not None and hour_of(written) > when(first[0]),
+           f"hours written by {JOB_SCRIPT} after {'; '.join(history)}",
+           expected="a checkpoint whose last micro-batch ran with a watermark past the end of an hour",
+           found=f"last micro-batch's watermark {written}, the next one's {watermark}",
+           hint="Keep the checkpoint in the folder the job is given, and run the query with "
+                "trigger(availableNow=True) until it ends.")
+    dropped, counted = late_events(ctx, written, watermark, day)
     send(ctx, topic, [dropped, counted] + rest)
     history.append(run_job(ctx, topic, "run 3 (late flights and the rest of the day)"))
     # The truth: every flight but the dropped one; windows are written once the watermark
@@ -481,16 +530,15 @@ def job_exactly_once(ctx: Context) -> str:
     found = read_output(ctx)
     key = lambda e: (str(hour_of(when(e))), e["origin"])  # noqa: E731
     flights = {(str(h), o): f for h, o, f, _ in found}
-    # what the late flights' rows hold when a watermark is too long (both counted) or too short (both dropped)
-    too_long = flights.get(key(dropped)) == hourly_truth(events + [dropped])[key(dropped)][0]
-    too_short = flights.get(key(counted)) == hourly_truth(events).get(key(counted), (None,))[0]
-    hint = (f"The job counted the late flight at {dropped['dep_time']}, whose hour's window the watermark had "
-            "closed: use withWatermark(\"dep_time\", \"30 minutes\") (a much longer delay keeps that window open) "
-            "with append mode, and Spark drops it." if too_long else
-            f"The job dropped the late flight at {counted['dep_time']}, whose hour's window was still open: the "
-            "watermark (latest event time minus 30 minutes) was past the flight's own time but not past its "
-            "window's end, and Spark drops late rows by window. Is the watermark withWatermark(\"dep_time\", "
-            "\"30 minutes\"), and does the job drop nothing by hand?" if too_short else
+    # what the late flights' rows hold when the first is counted, or the second dropped
+    counted_late = flights.get(key(dropped)) == hourly_truth(events + [dropped])[key(dropped)][0]
+    dropped_open = flights.get(key(counted)) == hourly_truth(events).get(key(counted), (None,))[0]
+    hint = (f"The job counted the late flight at {dropped['dep_time']}, in an hour it had already written: "
+            "with a Parquet sink in append mode Spark forgets a written hour and drops what comes later for it. "
+            "Does the job write hours some other way?" if counted_late else
+            f"The job dropped the late flight at {counted['dep_time']}, whose hour was still open: the watermark "
+            "was past the flight's own time but not past its hour's end, and Spark drops late rows by window. "
+            "Does the job drop rows by their own time?" if dropped_open else
             "Some hours are there twice: did each run write its own copy? Let the file sink and the checkpoint "
             "decide what is written, so a restarted run repeats nothing."
             if len({(str(h), o) for h, o, _, _ in found}) < len(found) else
@@ -498,8 +546,8 @@ def job_exactly_once(ctx: Context) -> str:
             "run), and does every run read the topic from the earliest offset the first time?")
     compare_hourly(found, truth, required,
                    f"{OUTPUT}/ after {'; '.join(history)}; the late flight at {dropped['dep_time']} should be "
-                   f"dropped (its hour's window had just closed), the one at {counted['dep_time']} counted "
-                   f"(older than the watermark, in {key(counted)[0]}, {key(counted)[1]}, a window still open)", hint)
+                   f"dropped (its hour was written before it came), the one at {counted['dep_time']} counted "
+                   f"(older than the watermark, but its hour, {key(counted)[0]} at {key(counted)[1]}, still open)", hint)
     return "; ".join(history)
 
 
