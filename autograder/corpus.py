@@ -934,8 +934,8 @@ c.close()
               Edit("lab9-job", "sub", "return (flights\n", 'return (flights.withWatermark("dep_time", "30 minutes")\n')),
              fails("lab9-q3")),
     Scenario("watermark-of-ten-minutes", "lab9", "the job waits only 10 minutes for late flights (the stream "
-             "comes in order, so why wait longer?): each hour is written sooner, and a late flight whose hour was "
-             "still open for 30 minutes is dropped",
+             "comes in order, so why wait longer?): each hour is written sooner, and a late flight whose hour would "
+             "still be open with 30 minutes is dropped. The check reads the delay in the job's checkpoint first",
              (Edit("lab9-job", "sub", 'withWatermark("dep_time", "10 minutes")', 'withWatermark("dep_time", "30 minutes")'),),
              fails("lab9-q3")),
     Scenario("foreach-batch-appends", "lab9", "the job appends each micro-batch to the Parquet folder itself "
