@@ -1125,6 +1125,14 @@ c.close()
                    "pathlib.Path(output).mkdir(exist_ok=True)\n"
                    "out.to_parquet(pathlib.Path(output) / 'part-0.parquet')\n"),),
              fails("lab9-q3")),
+    Scenario("watermark-switched-on-restart", "lab9", "the job keeps the 30 minutes the text asks for while "
+             "its checkpoint is new, and 10 minutes once it restarts from one (shortcut: a check that read the "
+             "delay from the first run alone would pass it)",
+             (Edit("lab9-job", "sub",
+                   'withWatermark("dep_time", "30 minutes" if not __import__("os").path.exists(checkpoint) '
+                   'else "10 minutes")',
+                   'withWatermark("dep_time", "30 minutes")'),),
+             fails("lab9-q3")),
     Scenario("partitioned-by-origin", "lab9", "the job partitions its Parquet output by origin "
              "(origin=JFK/part-...), so the origin is in the folder names, not in the files",
              (Edit("lab9-job", "sub", 'writeStream.format("parquet").partitionBy("origin").outputMode("append")',

@@ -351,13 +351,38 @@ def no_links(ctx: Context, *names: str) -> None:
                hint="Let Spark create its folders; the grader follows no links out of your folder.")
 
 
+def checkpoint_entry(checkpoint: Path, log: str, batch: int, line: int) -> dict | None:
+    """One JSON line of a micro-batch's file in the checkpoint's offset or commit log ("v1", then
+    JSON lines), read as a file the student's code wrote (no links, pipes or huge files); None
+    while it is not there, or where it is not such a line."""
+    try:
+        text = read_student_file(checkpoint / log / str(batch), limit=2**20)
+        value = json.loads(text.splitlines()[line]) if text is not None else None
+    except (CheckFailed, IndexError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def whole(value) -> int | None:
+    return value if type(value) is int else None
+
+
 def batch_watermark(checkpoint: Path, batch: int) -> int | None:
     """The watermark (ms) Spark chose for a micro-batch before running it, from its offset log
-    ("v1", then a JSON line with batchWatermarkMs); None while the file is not there."""
-    try:
-        return int(json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[1])["batchWatermarkMs"])
-    except (OSError, IndexError, KeyError, ValueError):
-        return None
+    (batchWatermarkMs); None while the file is not there."""
+    return whole((checkpoint_entry(checkpoint, "offsets", batch, 1) or {}).get("batchWatermarkMs"))
+
+
+def batch_end(checkpoint: Path, batch: int) -> int | None:
+    """The offset one past the last record a micro-batch read, from its offset log (the third
+    line: {topic: {partition: offset}}; the grader's topics for the job have one partition)."""
+    ends = list((checkpoint_entry(checkpoint, "offsets", batch, 2) or {}).values())
+    return whole(ends[0].get("0")) if len(ends) == 1 and isinstance(ends[0], dict) else None
+
+
+def next_watermark(checkpoint: Path, batch: int) -> int | None:
+    """The watermark (ms) a committed micro-batch left for the next, from the commit log."""
+    return whole((checkpoint_entry(checkpoint, "commits", batch, 1) or {}).get("nextBatchWatermarkMs"))
 
 
 def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) -> str:
@@ -417,31 +442,50 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
     return f"{tag}: exit 0"
 
 
-def from_ms(ms: int) -> datetime:
+def from_ms(ms: int) -> datetime | None:
     """A watermark of Spark's checkpoint (epoch milliseconds) as this module's naive UTC times."""
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).replace(tzinfo=None)
-
-
-def batch_end(checkpoint: Path, batch: int) -> int | None:
-    """The offset one past the last record a micro-batch read, from its offset log (the third
-    line: {topic: {partition: offset}}; the grader's topics for the job have one partition)."""
     try:
-        (ends,) = json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[2]).values()
-        return int(ends["0"])
-    except (OSError, IndexError, KeyError, ValueError, TypeError):
+        return datetime.fromtimestamp(ms / 1000, timezone.utc).replace(tzinfo=None)
+    except (OverflowError, OSError, ValueError):
         return None
 
 
-def watermark_delay(ctx: Context, topic: str) -> timedelta | None:
-    """The delay the job's watermark keeps behind event time, as Spark applied it: micro-batch 1
-    ran with the latest event time of micro-batch 0's records minus the delay (both from the
-    checkpoint; the records read back from the topic by offset). None without them."""
+def watermark_moves(ctx: Context, topic: str) -> list[tuple[int, timedelta | None]]:
+    """Every time the job's watermark moved, from its checkpoint: (the micro-batch that ran with
+    the new one, how far it stayed behind the latest event time of the records the micro-batch
+    before it read; None if that one read none). Spark moves it only so, after a micro-batch that
+    ran; a re-run micro-batch that the file sink skips, or one that read nothing, leaves it where it
+    was. The records are read back from the topic (one partition) by the offsets each micro-batch
+    logged."""
     checkpoint = ctx.workdir / CHECKPOINT
-    end, watermark = batch_end(checkpoint, 0), batch_watermark(checkpoint, 1)
-    if end is None or not watermark:
-        return None
-    read = [when(json.loads(r.value)) for r in read_all(ctx, short_name(topic)) if r.offset < end]
-    return max(read) - from_ms(watermark) if read else None
+    no_links(ctx, CHECKPOINT, f"{CHECKPOINT}/offsets")
+    times = {r.offset: when(json.loads(r.value)) for r in read_all(ctx, short_name(topic))}
+    moves, batch, start = [], 0, 0
+    while (after := batch_watermark(checkpoint, batch + 1)) is not None:
+        end = batch_end(checkpoint, batch)
+        if after != batch_watermark(checkpoint, batch):
+            read = [times[o] for o in range(start, end or start) if o in times]
+            moved_to = from_ms(after)
+            moves.append((batch + 1, max(read) - moved_to if read and moved_to else None))
+        start, batch = end if end is not None else start, batch + 1
+    return moves
+
+
+def delay_text(delay: timedelta | None) -> str:
+    return "after a micro-batch that read nothing" if delay is None else f"{delay.total_seconds() / 60:g} minutes"
+
+
+def keeps_30_minutes(ctx: Context, topic: str, history: list[str]) -> None:
+    """Every move of the job's watermark kept it 30 minutes behind the latest flight read."""
+    moves = watermark_moves(ctx, topic)
+    wrong = [(batch, delay) for batch, delay in moves if delay != WATERMARK]
+    expect(moves and not wrong, f"the watermark of {JOB_SCRIPT} in its checkpoint after {'; '.join(history)}",
+           expected="30 minutes behind the latest flight read, every time it moved",
+           found="it never moved" if not moves else
+                 "; ".join(f"micro-batch {b} ran with one {delay_text(d)} behind" for b, d in wrong[:3]),
+           hint="hourly_delays in the job starts with withWatermark(\"dep_time\", \"30 minutes\"), as in the "
+                "notebook, in every run: Spark writes an hour once the latest event time minus 30 minutes has "
+                "passed its end.")
 
 
 def job_watermarks(ctx: Context) -> tuple[datetime | None, datetime | None]:
@@ -460,11 +504,7 @@ def job_watermarks(ctx: Context) -> tuple[datetime | None, datetime | None]:
     batch = last_batch("commits")
     if batch is None or batch != last_batch("offsets"):
         return None, None
-    written = batch_watermark(checkpoint, batch)
-    try:
-        following = int(json.loads((checkpoint / "commits" / str(batch)).read_text().splitlines()[1])["nextBatchWatermarkMs"])
-    except (OSError, IndexError, KeyError, ValueError):
-        following = None
+    written, following = batch_watermark(checkpoint, batch), next_watermark(checkpoint, batch)
     return (None if written is None else from_ms(written)), (None if following is None else from_ms(following))
 
 
@@ -478,8 +518,8 @@ def late_events(ctx: Context, written: datetime, watermark: datetime, day: str) 
     job's last micro-batch ran with: a window between it and `watermark` could go either way."""
     origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
     make = lambda at, delay: {  # noqa: E731
-        "id": f"{day} {FAKE_CARRIER}{ctx.rng.randrange(10000, 100000)} {origin}", "carrier": FAKE_CARRIER,
-        "origin": origin, "dest": "ATL", "tailnum": None, "dep_delay": delay, "dep_time": iso(at)}
+        "id": f"{day} {FAKE_CARRIER}{ctx.rng.randrange(1000, 10000)} {origin}", "carrier": FAKE_CARRIER,
+        "origin": origin, "dest": "ORD", "tailnum": None, "dep_delay": delay, "dep_time": iso(at)}
     dropped = make(hour_of(written) - timedelta(minutes=ctx.rng.randrange(1, 10)), ctx.rng.randrange(100, 400))
     counted = make(max(hour_of(watermark), watermark - timedelta(minutes=ctx.rng.randrange(1, 10))),
                    ctx.rng.randrange(100, 400))
@@ -504,12 +544,7 @@ def job_exactly_once(ctx: Context) -> str:
     # job with small micro-batches could fall behind it in one partition and rightly drop flights.
     topic = flights_topic(ctx, first, partitions=1)
     history = [run_job(ctx, topic, "run 1", fail_from=ctx.rng.choice([2, 3]))]
-    delay = watermark_delay(ctx, topic)
-    expect(delay == WATERMARK, f"the watermark's delay in {JOB_SCRIPT} (micro-batch 1 ran with the latest event "
-           "time of micro-batch 0 minus the delay, in its checkpoint)",
-           expected="30 minutes", found="no watermark in the checkpoint" if delay is None else f"{delay}",
-           hint="hourly_delays in the job starts with withWatermark(\"dep_time\", \"30 minutes\"), as in the "
-                "notebook: Spark writes an hour once the latest event time minus 30 minutes has passed its end.")
+    keeps_30_minutes(ctx, topic, history)
     history.append(run_job(ctx, topic, "run 2 (restart)"))
     written, watermark = job_watermarks(ctx)
     expect(written is not None and watermark is not None and hour_of(written) > when(first[0]),
@@ -519,7 +554,7 @@ def job_exactly_once(ctx: Context) -> str:
            hint="Keep the checkpoint in the folder the job is given, and run the query with "
                 "trigger(availableNow=True) until it ends.")
     dropped, counted = late_events(ctx, written, watermark, day)
-    send(ctx, topic, [dropped, counted] + rest)
+    send(ctx, topic, ctx.rng.sample([dropped, counted], 2) + rest)     # both in run 3's first micro-batch
     history.append(run_job(ctx, topic, "run 3 (late flights and the rest of the day)"))
     # The truth: every flight but the dropped one; windows are written once the watermark
     # (the latest event time minus 30 minutes) has passed their end. The last hour or two
@@ -532,7 +567,7 @@ def job_exactly_once(ctx: Context) -> str:
     flights = {(str(h), o): f for h, o, f, _ in found}
     # what the late flights' rows hold when the first is counted, or the second dropped
     counted_late = flights.get(key(dropped)) == hourly_truth(events + [dropped])[key(dropped)][0]
-    dropped_open = flights.get(key(counted)) == hourly_truth(events).get(key(counted), (None,))[0]
+    dropped_open = key(counted) in flights and flights[key(counted)] == hourly_truth(events).get(key(counted), (0,))[0]
     hint = (f"The job counted the late flight at {dropped['dep_time']}, in an hour it had already written: "
             "with a Parquet sink in append mode Spark forgets a written hour and drops what comes later for it. "
             "Does the job write hours some other way?" if counted_late else
@@ -548,6 +583,7 @@ def job_exactly_once(ctx: Context) -> str:
                    f"{OUTPUT}/ after {'; '.join(history)}; the late flight at {dropped['dep_time']} should be "
                    f"dropped (its hour was written before it came), the one at {counted['dep_time']} counted "
                    f"(older than the watermark, but its hour, {key(counted)[0]} at {key(counted)[1]}, still open)", hint)
+    keeps_30_minutes(ctx, topic, history)      # in every run, the late flights' included
     return "; ".join(history)
 
 
