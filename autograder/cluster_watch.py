@@ -45,6 +45,8 @@ class ClusterWatch:
     def _look(self) -> str:
         if self._nodes:
             for n, (node, first) in self._nodes.items():
+                if first is None:   # killed so recently that the controller still lists it
+                    return f"broker {n} was down when the grading began"
                 if self._identity(node) != first:
                     return f"broker {n} went down during the grading"
             return ""
@@ -63,6 +65,7 @@ class ClusterWatch:
     # --- the watch ------------------------------------------------------------------------
     def start(self) -> "ClusterWatch":
         self._nodes = {n: (node, self._identity(node)) for n, node in self._local_nodes().items()}
+        self.problem = self._look() if self._nodes else ""
         self._thread = threading.Thread(target=self._run, name="cluster-watch", daemon=True)
         self._thread.start()
         return self

@@ -192,6 +192,9 @@ def check_cluster(job: Job) -> None:
         raise InfrastructureError(f"only {len(brokers)} of 3 brokers are up at {job.bootstrap}; "
                                   "see `python -m cluster status`.")
     job.watch = ClusterWatch(job.admin).start()
+    if job.watch.problem:
+        raise InfrastructureError(f"{job.watch.problem}; see `python -m cluster status`, and grade it again "
+                                  "once `python -m cluster up` says the cluster works.")
 
 
 def read_submission(job: Job) -> None:
@@ -506,7 +509,9 @@ def void_if_the_cluster_failed(job: Job) -> None:
     """A grading during which a broker went down is not valid: its scores could be the
     cluster's fault. It gets no score and an infrastructure error (grade it again)."""
     problem = job.watch.stop() if job.watch else ""
-    if problem and not job.result.infrastructure_error:
+    if problem and problem not in job.result.infrastructure_error:
+        if job.result.infrastructure_error:   # e.g. a client of ours that lost that broker: the cause comes first
+            job.result.notes.append(f"(then: {job.result.infrastructure_error})")
         job.result.infrastructure_error = f"{problem}, so this grading does not count: grade it again."
         for c in job.result.checks:
             c.score, c.passed = 0.0, False

@@ -271,21 +271,26 @@ class Cluster:
                     admin.close()
         return False, last
 
-    def wait_ready(self, timeout: float = S.READY_TIMEOUT_S, started: list[Node] | None = None) -> None:
+    def wait_ready(self, timeout: float = S.READY_TIMEOUT_S, started: list[Node] | None = None,
+                   fail_fast: bool = True) -> None:
         """Return when the cluster works: all three brokers are in the metadata and a topic
-        with replication factor 3 can be created with all replicas in sync. Fails fast, with
-        the log's tail, if a node we started exits."""
+        with replication factor 3 can be created with all replicas in sync, and each node in
+        `started` (default: all) takes students' logins. Fails fast, with the log's tail, if a
+        node in `started` exits; with fail_fast=False a node that is down is waited for (someone
+        else starts it again) until the deadline."""
         started = list(self.nodes.values()) if started is None else started
-        ok, last_error = self._poll(self._works, started, timeout)
+        ok, last_error = self._poll(self._works, started if fail_fast else [], timeout)
         if ok:
             for node in started:
                 self._wait_logins(node, timeout)
             return
         dead = [n for n in self.nodes.values() if n.process() is None]
+        down = (f"Node{'s' if len(dead) > 1 else ''} {', '.join(str(n.id) for n in dead)} "
+                f"not running: `python -m cluster up` starts {'them' if len(dead) > 1 else 'it'} again. " if dead else "")
         raise ClusterError(
             f"The cluster did not become ready within {timeout:.0f} s (last: {last_error}).",
             log_tail="\n".join(f"--- node {n.id} ---\n{n.log_tail(10)}" for n in (dead or started)[:3]),
-            hint="See `python -m cluster status` and `python -m cluster logs`. On a slow or busy "
+            hint=down + "See `python -m cluster status` and `python -m cluster logs`. On a slow or busy "
                  "machine, close other programs and try again.")
 
     def _fail_if_exited(self, started: list[Node]) -> None:

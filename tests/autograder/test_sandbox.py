@@ -133,32 +133,35 @@ def test_freeze_stops_every_process_until_thawed(sandbox):
         import os, time
         if os.fork() == 0:          # a child ticks too: it must stop as well
             pass
-        n = 0
+        n, mine = 0, {str(counter)!r} + str(os.getpid())
         while True:
             n += 1
-            with open({str(counter)!r} + str(os.getpid()), "w") as f:
+            with open(mine + ".tmp", "w") as f:     # a whole number or none: never a half-written file
                 f.write(str(n))
+            os.replace(mine + ".tmp", mine)
             time.sleep(0.02)
     """))
     proc = sandbox.popen([sandbox.python, "tick.py"], dict(ENV))
     jail = sandbox.jail(proc.pid)
+
+    def ticks():
+        return {p.name: p.read_text() for p in tmp_path.glob("count*") if not p.name.endswith(".tmp")}
+
     try:
         deadline = time.monotonic() + 15
-        while len(list(tmp_path.glob("count*"))) < 2:
+        while len(ticks()) < 2:
             assert time.monotonic() < deadline, "the ticking processes never started"
             time.sleep(0.1)
 
-        def ticks():
-            return {p.name: p.read_text() for p in tmp_path.glob("count*")}
-
-        jail.freeze()
-        time.sleep(0.2)
+        assert jail.freeze(), "the sandbox could not be frozen"
         frozen = ticks()
-        time.sleep(0.5)
+        time.sleep(0.5)   # a stopped process writes nothing, however long we look
         assert ticks() == frozen, "a process kept running while the sandbox was frozen"
         jail.thaw()
-        time.sleep(0.5)
-        assert all(ticks()[k] != v for k, v in frozen.items()), "the sandbox did not resume"
+        deadline = time.monotonic() + 15   # a busy machine may take a while to run them again
+        while not all(ticks()[k] != v for k, v in frozen.items()):
+            assert time.monotonic() < deadline, f"the sandbox did not resume within 15 s: {frozen} then {ticks()}"
+            time.sleep(0.05)
     finally:
         jail.kill()
         proc.wait(10)
