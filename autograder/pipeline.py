@@ -191,10 +191,12 @@ def check_cluster(job: Job) -> None:
     if len(brokers) < 3:
         raise InfrastructureError(f"only {len(brokers)} of 3 brokers are up at {job.bootstrap}; "
                                   "see `python -m cluster status`.")
-    job.watch = ClusterWatch(job.admin).start()
-    if job.watch.problem:
-        raise InfrastructureError(f"{job.watch.problem}; see `python -m cluster status`, and grade it again "
+    watch = ClusterWatch(job.admin).start()
+    if watch.problem:   # a broker killed so recently that the check above still saw it listed
+        watch.stop()
+        raise InfrastructureError(f"{watch.problem}; see `python -m cluster status`, and grade it again "
                                   "once `python -m cluster up` says the cluster works.")
+    job.watch = watch
 
 
 def read_submission(job: Job) -> None:
@@ -509,7 +511,7 @@ def void_if_the_cluster_failed(job: Job) -> None:
     """A grading during which a broker went down is not valid: its scores could be the
     cluster's fault. It gets no score and an infrastructure error (grade it again)."""
     problem = job.watch.stop() if job.watch else ""
-    if problem and problem not in job.result.infrastructure_error:
+    if problem:
         if job.result.infrastructure_error:   # e.g. a client of ours that lost that broker: the cause comes first
             job.result.notes.append(f"(then: {job.result.infrastructure_error})")
         job.result.infrastructure_error = f"{problem}, so this grading does not count: grade it again."
