@@ -179,6 +179,14 @@ def check_cluster(job: Job) -> None:
     if not anything_listens(job.admin["bootstrap_servers"]):
         raise InfrastructureError(f"the Kafka cluster at {job.admin['bootstrap_servers']} does not answer (nothing "
                                   "listens there). Start it with `python -m cluster up`.")
+    # The brokers' processes first: one killed just now is still listed by the controller, and a
+    # client may be refused by it before that; either way this names the broker.
+    watch = ClusterWatch(job.admin).start()
+    if watch.problem:
+        watch.stop()
+        raise InfrastructureError(f"{watch.problem}; see `python -m cluster status`, and grade it again "
+                                  "once `python -m cluster up` says the cluster works.")
+    job.watch = watch
     try:
         admin = admin_client("grader", job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000)
         try:
@@ -191,12 +199,6 @@ def check_cluster(job: Job) -> None:
     if len(brokers) < 3:
         raise InfrastructureError(f"only {len(brokers)} of 3 brokers are up at {job.bootstrap}; "
                                   "see `python -m cluster status`.")
-    watch = ClusterWatch(job.admin).start()
-    if watch.problem:   # a broker killed so recently that the check above still saw it listed
-        watch.stop()
-        raise InfrastructureError(f"{watch.problem}; see `python -m cluster status`, and grade it again "
-                                  "once `python -m cluster up` says the cluster works.")
-    job.watch = watch
 
 
 def read_submission(job: Job) -> None:
