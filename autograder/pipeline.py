@@ -115,6 +115,7 @@ class Job:
     submission: nbformat.NotebookNode | None = None
     workdir: Path | None = None
     logdir: Path | None = None          # the grader's own: scripts' logs, out of the sandbox's reach
+    private_dir: Path | None = None     # the grader's own, for checks' files (Context.private_dir)
     release_files: tuple[Path, ...] = ()
     result: GradingResult | None = None
     watch: ClusterWatch | None = None   # notices a broker going down while the submission is graded
@@ -305,6 +306,10 @@ def make_namespace(job: Job) -> None:
 def make_workdir(job: Job) -> None:
     job.workdir = Path(tempfile.mkdtemp(prefix=f"grade-{job.lab}-"))
     job.logdir = Path(tempfile.mkdtemp(prefix=f"grade-{job.lab}-logs-"))
+    # Folders in it are made by the grader and may be handed to one sandboxed process; the
+    # sandbox's user may pass through (the user method) but not make or list anything here.
+    job.private_dir = Path(tempfile.mkdtemp(prefix=f"grade-{job.lab}-private-"))
+    job.private_dir.chmod(0o711)
     release = RELEASE / job.lab
     copied = []
     for item in release.iterdir() if release.exists() else []:
@@ -381,6 +386,7 @@ def run_notebook_and_checks(job: Job) -> None:
         res = by_label[label]
         ctx = Context(job.lab, label, session, job.namespace, job.admin, job.seed, workdir=job.workdir,
                       scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=env, logdir=job.logdir,
+                      private_dir=job.private_dir,
                       student_user=job.account.username, own=job.own)
         start = time.monotonic()
         try:
@@ -454,7 +460,7 @@ def clean_up(job: Job) -> None:
             admin.close()
         except Exception as e:
             job.result.notes.append(f"(clean-up of {job.namespace} incomplete: {type(e).__name__}: {e})")
-    for folder in (job.workdir, job.logdir):
+    for folder in (job.workdir, job.logdir, job.private_dir):
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
 

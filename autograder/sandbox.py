@@ -49,7 +49,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -380,6 +380,9 @@ class Sandbox:
 
     workdir: Path
     readonly: tuple[Path, ...] = ()        # extra read-only files or folders (the release files)
+    # extra folders it may write: a grader's folder given to one process the grader starts in the
+    # sandbox (lab 10's Connect worker), which the kernel's sandbox never sees
+    writable: tuple[Path, ...] = ()
     limits: Limits = field(default_factory=Limits)
     enabled: bool = True                   # False: --no-sandbox (limits still apply)
     cgroups: Cgroups | None = None         # whole-sandbox bounds, where the machine allows them
@@ -410,10 +413,19 @@ class Sandbox:
                 "--size", str(TMP_SIZE), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
                 *_system_binds(), *_python_binds(),
                 "--bind", workdir, workdir]
+        for path in self.writable:
+            args += ["--bind", str(path), str(path)]
         for path in self.readonly:
             args += ["--ro-bind", str(path), str(path)]
         args += ["--remount-ro", "/", "--chdir", workdir, "--", *limited]
         return args
+
+    def with_writable(self, folder: Path) -> "Sandbox":
+        """The same sandbox, also allowed to write `folder` (a grader's folder, outside the
+        working folder); under the user method the folder is handed to the sandbox's user."""
+        if self.user is not None:
+            os.chown(folder, self.uid, self.uid)
+        return replace(self, writable=(*self.writable, Path(folder)))
 
     def popen(self, argv: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
         """Start argv in a sandbox of its own (its own PID namespace)."""

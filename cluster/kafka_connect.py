@@ -10,24 +10,39 @@ file of its folder (so a restart goes on where it stopped).
 
 The worker's own log is `connect.log` in its folder; its REST API (http://127.0.0.1:PORT) shows
 what a distributed worker would: `GET /connectors/NAME/status`.
+
+The grader runs its worker differently (autograder/checks/lab10.py): inside the grading's
+sandbox (`launch`), in a folder of the grader's that student code cannot write, and with
+`private_rest=True`: the REST API then answers only requests with a password of the worker's
+own (Kafka's basic-auth REST extension), so no other program on the machine can add a
+connector to it.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import secrets
 import signal
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable
+
+import psutil
 
 from . import jars
 from .connect import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
 from .process import free_port, properties, write_private
+from .safe_files import kind, make_dirs, tail_text
+
+BASIC_AUTH = "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension"
+LOGIN_MODULE = "org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule"
 
 STANDALONE = "org.apache.kafka.connect.cli.ConnectStandalone"
 OFFSETS_FILE = "connect.offsets"
@@ -38,19 +53,23 @@ class ConnectWorker:
     """A standalone Connect worker: start(), status(), stop(); a context manager too."""
 
     def __init__(self, folder: str | Path, connectors: list[dict], port: int | None = None, heap: str = "256m",
-                 login=None):
-        """login: whose Kafka login the worker uses (an Account); yours by default."""
-        self.folder, self.login = Path(folder).resolve(), login
+                 login=None, launch: Callable[..., subprocess.Popen] | None = None, private_rest: bool = False):
+        """login: whose Kafka login the worker uses (an Account); yours by default.
+        launch(argv, **popen_options): how to start the JVM (the grader's: in the grading's sandbox).
+        private_rest: the REST API answers only this object (a password of its own)."""
+        self.folder, self.login = Path(folder).absolute(), login
         self.connectors = [dict(c) for c in connectors]
         missing = [c for c in self.connectors if not c.get("name") or not c.get("connector.class")]
         if missing:
             raise ValueError(f"every connector needs a name and a connector.class: {missing[0]}")
         self.port, self.heap, self.proc = port or free_port(), heap, None
+        self.launch = launch
+        self.rest_password = secrets.token_urlsafe(24) if private_rest else None
 
     # --- the verbs ----------------------------------------------------------------------
     def start(self, timeout_s: float = 90) -> "ConnectWorker":
         """Start the worker; return once every connector and its tasks are RUNNING."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.folder.parent, self.folder.name)    # never through a link at the folder
         login = (self.login or account()).java()
         worker = {
             "bootstrap.servers": bootstrap_servers(),
@@ -66,20 +85,29 @@ class ConnectWorker:
         # The FileStream connectors as a plugin (a folder on plugin.path): Connect then knows them
         # by their short names too ("FileStreamSource"), as Kafka's own example configs write them.
         classpath = jars.jars("kafka-connect")
-        plugins = self.folder / "plugins" / "connect-file"
-        plugins.mkdir(parents=True, exist_ok=True)
+        plugins = make_dirs(self.folder, "plugins/connect-file")
         for jar in classpath:
-            if jar.name.startswith("connect-file-") and not (plugins / jar.name).exists():
+            if jar.name.startswith("connect-file-") and kind(plugins, jar.name) is None:
                 (plugins / jar.name).symlink_to(jar.resolve())
         worker["plugin.path"] = str(self.folder / "plugins")
+        jvm = [f"-Xmx{self.heap}", "-Dorg.apache.logging.log4j.level=INFO"]
+        if self.rest_password:
+            worker["rest.extension.classes"] = BASIC_AUTH
+            self._write("rest-users.properties", {"grader": self.rest_password})
+            jaas = self.folder / "rest-jaas.conf"
+            write_private(jaas, f'KafkaConnect {{\n  {LOGIN_MODULE} required\n'
+                                f'  file="{self.folder / "rest-users.properties"}";\n}};\n')
+            jvm.append(f"-Djava.security.auth.login.config={jaas}")
         files = [self._write("worker.properties", worker)]
         files += [self._write(f"connector-{i}.properties", c) for i, c in enumerate(self.connectors)]
-        cmd = [java_executable(), f"-Xmx{self.heap}", "-Dorg.apache.logging.log4j.level=INFO",
-               "-cp", os.pathsep.join(map(str, classpath)), STANDALONE, *map(str, files)]
-        log = open(self.folder / LOG_FILE, "ab")
-        self.proc = subprocess.Popen(cmd, cwd=self.folder, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        log.close()
+        cmd = [java_executable(), *jvm, "-cp", os.pathsep.join(map(str, classpath)), STANDALONE, *map(str, files)]
+        fd = os.open(self.folder / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "ab") as log:
+            if self.launch is None:
+                self.proc = subprocess.Popen(cmd, cwd=self.folder, stdout=log, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
+            else:
+                self.proc = self.launch(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
         while True:
             if self.proc.poll() is not None:
@@ -109,8 +137,7 @@ class ConnectWorker:
         found = {}
         for c in self.connectors:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/connectors/{c['name']}/status",
-                                            timeout=5) as r:
+                with urllib.request.urlopen(self.request(f"/connectors/{c['name']}/status"), timeout=5) as r:
                     data = json.load(r)
             except (urllib.error.URLError, OSError, ValueError):
                 continue
@@ -121,20 +148,47 @@ class ConnectWorker:
                                 or data.get("connector", {}).get("trace", "")}
         return found
 
+    def request(self, path: str) -> urllib.request.Request:
+        """A request to the worker's REST API (with its password, when it has one)."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}")
+        if self.rest_password:
+            token = base64.b64encode(f"grader:{self.rest_password}".encode()).decode()
+            req.add_header("Authorization", f"Basic {token}")
+        return req
+
     def stop(self, timeout_s: float = 30) -> None:
-        """Stop cleanly (SIGTERM: the worker flushes its offsets), or kill after timeout_s."""
+        """Stop cleanly (SIGTERM to the JVM: the worker flushes its offsets), or kill after
+        timeout_s. The JVM may be the process started, or a child of it (a sandbox's)."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        os.killpg(self.proc.pid, signal.SIGTERM)
+        for p in self._tree():
+            if p.pid == self.proc.pid and self.launch is not None:
+                continue     # a sandbox's outer process: it ends when the JVM does
+            try:
+                if p.name() == "java" or p.pid == self.proc.pid:
+                    p.terminate()
+            except psutil.Error:
+                pass
         try:
             self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            for p in reversed(self._tree()):
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
             self.proc.wait(10)
+
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            root = psutil.Process(self.proc.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return []
 
     def log_tail(self, lines: int = 5) -> str:
         try:
-            text = (self.folder / LOG_FILE).read_text(errors="replace").strip().splitlines()
+            text = tail_text(self.folder, LOG_FILE).strip().splitlines()
         except OSError:
             return "(no log)"
         errors = [line for line in text if " ERROR " in line or "Exception" in line]

@@ -18,6 +18,7 @@ import psutil
 
 from . import settings as S
 from .accounts import Secrets
+from .safe_files import write_text
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 MAIN_CLASS = "kafka.Kafka"
@@ -32,11 +33,10 @@ def properties(values: dict) -> str:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write a file readable by its owner only (it holds a password), whatever mode it had."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o600)  # a file written before this rule keeps its old mode otherwise
+    """Write a file readable by its owner only (it holds a password), whatever mode it had;
+    never through a link (a link planted at the path is refused, not written through)."""
+    path = Path(path)
+    write_text(path.parent, path.name, text, mode=0o600)
 
 
 def free_port() -> int:

@@ -22,6 +22,8 @@ import string
 import time
 from functools import cache
 
+from cluster.safe_files import make_dirs, read_text, write_text
+
 from . import CheckFailed, Context, check, expect, expect_equal
 from .kafka_state import describe_topic, read_all, topic_configs
 
@@ -396,7 +398,21 @@ def wait_until(what: str, ready, worker, hint: str) -> None:
         time.sleep(0.5)
 
 
-@check("lab10-q4", pause_kernel=False)
+def file_lines(folder, name: str) -> list[str]:
+    """The lines of a file the worker wrote, read without following links, at most 1 MB."""
+    try:
+        text = read_text(folder, name, limit=2**20)
+    except OSError as e:
+        raise CheckFailed(f"the sink's file could not be read: {e}") from None
+    return (text or "").splitlines()
+
+
+# The kernel stays frozen for the whole check (the default): from the first setting it returns
+# to the last line the grader reads, nothing of the student's runs but the worker, and the
+# worker runs only the stock FileStream classes with allowed settings. It runs in the grading's
+# sandbox, in a folder of the grader's (ctx.private_dir) that only the worker's own sandbox can
+# write, and its REST API answers only the grader (private_rest).
+@check("lab10-q4")
 def connect_moves_files(ctx: Context) -> None:
     """source_config and sink_config: a file into a topic (resumed after a restart, no line twice), a topic into a file"""
     from kafka import KafkaProducer
@@ -407,18 +423,21 @@ def connect_moves_files(ctx: Context) -> None:
 
     from .kafka_state import graders_topic, short_name
 
-    folder = ctx.workdir / f"grader-connect-{ctx.rng.randrange(10**6)}"
-    folder.mkdir()
+    # In a self-check there is no sandbox and no private folder: the student's own folder.
+    base = ctx.private_dir or ctx.workdir
+    folder = base / f"grader-connect-{ctx.rng.randrange(10**6)}"
     csv, out = folder / "flights.csv", folder / "out.txt"
     flights = made_up_flights(ctx, FIRST_LINES + MORE_LINES)
     lines = [",".join(str(f[k]) for k in ("id", "carrier", "origin", "dest", "dep_delay")) for f in flights]
-    csv.write_text("\n".join(lines[:FIRST_LINES]) + "\n")
     into = graders_topic(ctx, "connect-in", 1, protect=False)        # the source connector writes it
     outof = graders_topic(ctx, "connect-out", 1)
     source = connector_config(ctx, f"source_config('grader-source', {str(csv)!r}, {into!r})", SOURCE_CLASS,
                               str(csv), "topic", into)
     sink = connector_config(ctx, f"sink_config('grader-sink', {outof!r}, {str(out)!r})", SINK_CLASS,
                             str(out), "topics", outof)
+    # Made only now, after the last value read from the kernel: the student's code had the path, never the folder.
+    make_dirs(base, folder.name)
+    write_text(folder, csv.name, "\n".join(lines[:FIRST_LINES]) + "\n", mode=0o644)
     sent = [f"{f['id']} left {f['dep_time']}" for f in made_up_flights(ctx, SINK_RECORDS)]
     producer = KafkaProducer(**ctx.kafka)
     try:
@@ -429,19 +448,27 @@ def connect_moves_files(ctx: Context) -> None:
         producer.close()
     env = ctx.env or {}
     login = Account(env["KAFKA_USERNAME"], env["KAFKA_PASSWORD"]) if env.get("KAFKA_USERNAME") else None
+    launch = None
+    if ctx.sandbox is not None:      # grading: the worker in the sandbox, as the grading's Kafka user
+        sandbox = ctx.sandbox.with_writable(folder)
+        launch = lambda argv, **kw: sandbox.popen(argv, dict(env), **kw)   # noqa: E731
     hint_sink = ("A sink connector's consumer group is connect-<name> unless you set consumer.override.group.id: "
                  "the brokers let you use only groups in your namespace (lab.group(...)).")
+
+    def worker():
+        return ConnectWorker(folder / "worker", [source, sink], login=login, launch=launch,
+                             private_rest=ctx.sandbox is not None)
     try:
-        with ConnectWorker(folder / "worker", [source, sink], login=login) as worker:
+        with worker() as running:
             wait_until(f"the first {FIRST_LINES} lines of the file on the topic",
-                       lambda: len(lines_of(ctx, short_name(into))) >= FIRST_LINES, worker, "")
+                       lambda: len(lines_of(ctx, short_name(into))) >= FIRST_LINES, running, "")
             wait_until(f"{SINK_RECORDS} records of the topic in the sink's file",
-                       lambda: out.exists() and len(out.read_text().splitlines()) >= SINK_RECORDS, worker, hint_sink)
-        with open(csv, "a") as f:      # the file grows while the worker is down
-            f.write("\n".join(lines[FIRST_LINES:]) + "\n")
-        with ConnectWorker(folder / "worker", [source, sink], login=login) as worker:
+                       lambda: len(file_lines(folder, out.name)) >= SINK_RECORDS, running, hint_sink)
+        # the file grows while the worker is down
+        write_text(folder, csv.name, "\n".join(lines[FIRST_LINES:]) + "\n", mode=0o644, append=True)
+        with worker() as running:
             wait_until(f"all {len(lines)} lines on the topic after the restart",
-                       lambda: len(lines_of(ctx, short_name(into))) >= len(lines), worker, "")
+                       lambda: len(lines_of(ctx, short_name(into))) >= len(lines), running, "")
             time.sleep(2)    # a source that started the file over would add lines now
     except ClusterError as e:
         raise CheckFailed(f"the Connect worker could not run your connectors: {str(e)[:600]}",
@@ -449,4 +476,4 @@ def connect_moves_files(ctx: Context) -> None:
                                                                      "wrong.") from None
     expect_equal(lines_of(ctx, short_name(into)), lines, "the topic after a restart with more lines in the file",
                  hint="Each line once, in order: the worker keeps the source's position in its offsets file.")
-    expect_equal(out.read_text().splitlines(), sent, "the sink's file")
+    expect_equal(file_lines(folder, out.name), sent, "the sink's file")
