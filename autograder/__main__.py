@@ -13,8 +13,13 @@ EXIT_INFRASTRUCTURE = 2
 
 
 def cmd_grade(a) -> int:
-    from .pipeline import grade
+    from cluster.settings import env
 
+    from .pipeline import grade
+    from .sandbox import bounds_off
+
+    if not a.no_sandbox and (off := bounds_off(parent=env("COURSE_CGROUP_PARENT"))):
+        print(off)      # the first line: what this machine cannot bound
     result = grade(a.lab, Path(a.notebook), seed=a.seed, student=a.student, cell_timeout=a.cell_timeout,
                    total_timeout=a.total_timeout, sandbox=not a.no_sandbox)
     result.write_json(Path(a.json))

@@ -1358,6 +1358,68 @@ CHILD_DELETES = (
     "out = subprocess.run([sys.executable, '-c', child], capture_output=True, text=True, timeout=90)\n"
     "raise RuntimeError(out.stdout + out.stderr[-500:])")
 
+# Lab 10's sink as the solution writes it, and the same sink made to move nothing: a group of its
+# own that starts at the end of the topic, after the grader's records.
+LAB10_SINK = '"tasks.max": "1", "topics": topic, "file": path, "consumer.override.group.id": lab.group(name)}'
+LAB10_IDLE_SINK = LAB10_SINK[:-1] + ', "consumer.override.auto.offset.reset": "latest"}'
+# Planted by source_config, which the grader calls with a path in the Connect worker's folder
+# before the worker starts: a "plugin" for its plugin.path, links where it writes its settings.
+PLANT_IN_WORKER = """def source_config(name, path, topic):
+    import os, pathlib
+    worker = pathlib.Path(path).parent / "worker"
+    try:
+        (worker / "plugins" / "mine").mkdir(parents=True, exist_ok=True)
+        (worker / "plugins" / "mine" / "evil.jar").write_bytes(b"PK\\x03\\x04")
+        os.symlink("/etc/hostname", worker / "worker.properties")
+        os.symlink("/etc", worker / "plugins" / "connect-file")
+    except OSError as e:
+        print("refused", e)
+"""
+# A thread of the kernel that copies the sink's topic into the sink's file itself.
+FORGE_SINK_FILE = """def sink_config(name, topic, path):
+    import threading, time
+    def forge():
+        c = KafkaConsumer(**lab.connection)
+        part = TopicPartition(topic, 0)
+        c.assign([part])
+        c.seek_to_beginning(part)
+        lines, end = [], time.monotonic() + 180
+        while time.monotonic() < end:
+            lines += [r.value.decode() for rs in c.poll(timeout_ms=200).values() for r in rs]
+            try:
+                with open(path, "w") as f:
+                    f.write("".join(line + "\\n" for line in lines))
+            except OSError:
+                pass
+    threading.Thread(target=forge, daemon=True).start()
+"""
+# A thread of the kernel that finds every port listening on 127.0.0.1 and asks it, as Kafka
+# Connect's REST API, to run a sink of its own into the sink's file.
+HIJACK_REST = """def sink_config(name, topic, path):
+    import threading, time
+    def hijack():
+        end = time.monotonic() + 180
+        while time.monotonic() < end:
+            for line in open("/proc/net/tcp").read().splitlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                if state != "0A" or not local.startswith("0100007F"):
+                    continue
+                port = int(local.split(":")[1], 16)
+                body = json.dumps({"name": "mine", "config": {
+                    "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "topics": topic,
+                    "file": path, "consumer.override.group.id": lab.group("mine"),
+                    "consumer.override.auto.offset.reset": "earliest"}}).encode()
+                try:
+                    urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/connectors", data=body,
+                                           headers={"Content-Type": "application/json"}), timeout=2)
+                    print("added a connector on", port)
+                except Exception:
+                    pass
+            time.sleep(0.5)
+    threading.Thread(target=hijack, daemon=True).start()
+"""
+
+
 ATTACKS = (
     Scenario("runs-instructor-solutions", "lab1", "each answer cell of the blank release looks for the "
              "instructor's notebook on the grading machine and runs the matching solution cell",
@@ -1500,6 +1562,26 @@ ATTACKS = (
                    "    except OSError as e:\\n"
                    "        print('refused', target, e)\"], capture_output=True, text=True)\n"
                    "print(out.stdout, out.stderr)"),)),
+    Scenario("plants-a-plugin-for-the-graders-worker", "lab10", "source_config, called with a path in the "
+             "grader's Connect worker folder before the worker starts, puts a jar on its plugin path and links where "
+             "the grader writes the worker's settings; the connectors are right",
+             (Edit("lab10-connect", "sub", PLANT_IN_WORKER, "def source_config(name, path, topic):\n"),),
+             fails()),
+    Scenario("kernel-thread-writes-the-sink-file", "lab10", "a sink that moves nothing (it starts at the end of "
+             "the topic), and a thread of the kernel that copies the topic into the sink's file itself",
+             (Edit("lab10-connect", "sub", FORGE_SINK_FILE, "def sink_config(name, topic, path):\n"),
+              Edit("lab10-connect", "sub", LAB10_IDLE_SINK, LAB10_SINK)),
+             fails("lab10-q4")),
+    Scenario("adds-a-connector-to-the-graders-worker", "lab10", "a sink that moves nothing, and a thread that "
+             "finds the grader's Connect worker among the ports on 127.0.0.1 and adds a sink of its own through "
+             "the REST API",
+             (Edit("lab10-connect", "sub", HIJACK_REST, "def sink_config(name, topic, path):\n"),
+              Edit("lab10-connect", "sub", LAB10_IDLE_SINK, LAB10_SINK)),
+             fails("lab10-q4")),
+    Scenario("notebook-of-many-megabytes", "lab1", "the solution with a cell holding 9 MB of text: refused "
+             "before it is parsed, with a message, as any notebook over the size the README states",
+             (Edit("lab1-setup", "after", "padding = '" + "0" * 9 * 2**20 + "'"),),
+             fails("lab1-q1", "lab1-q2", "lab1-q3", "lab1-q4", "lab1-q5", "lab1-q6"), note="clear large outputs"),
 )
 
 

@@ -57,8 +57,8 @@ def find_submissions(lab: str, folder: Path) -> list[Submission]:
     found: dict[str, Path] = {}
     for path in sorted(folder.glob("*.ipynb")):
         found[path.stem] = path
-    for student_dir in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        notebooks = sorted(student_dir.rglob(f"{lab}.ipynb")) or sorted(student_dir.rglob("*.ipynb"))
+    for student_dir in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):   # grader-only: lists submissions; each is read by read_submission
+        notebooks = sorted(student_dir.rglob(f"{lab}.ipynb")) or sorted(student_dir.rglob("*.ipynb"))   # grader-only: lists submissions; each is read by read_submission
         notebooks = [n for n in notebooks if ".ipynb_checkpoints" not in n.parts]
         if notebooks:
             found.setdefault(student_dir.name, notebooks[0])
@@ -103,7 +103,7 @@ def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
             with open(log, "a") as f:   # every attempt's output, for staff
                 f.write(f"===== attempt {attempt}: exit {proc.returncode}\n{proc.stdout}{proc.stderr}")
             if proc.returncode == 0 and results.exists():
-                return Graded(sub.student, "graded", visible_scores(json.loads(results.read_text())),
+                return Graded(sub.student, "graded", visible_scores(json.loads(results.read_text())),   # grader-only: results the grader wrote
                               time.monotonic() - start, attempts=attempt)
             last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
             problem = (f"infrastructure: {last}" if proc.returncode == EXIT_INFRASTRUCTURE
@@ -120,7 +120,7 @@ def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
 
 
 def kept(sub: Submission, out: Path) -> Graded:
-    return Graded(sub.student, "kept", visible_scores(json.loads((out / sub.student / "results.json").read_text())))
+    return Graded(sub.student, "kept", visible_scores(json.loads((out / sub.student / "results.json").read_text())))   # grader-only: results the grader wrote
 
 
 def write_gradebook(graded: list[Graded], parts: list[str], path: Path) -> None:

@@ -140,7 +140,7 @@ def entry(z: zipfile.ZipFile, name: str, text: str, mode: int) -> None:
 # --- inside Gradescope -------------------------------------------------------------------------
 def find_notebook(lab: str, submission: Path) -> Path:
     """The submitted notebook: <lab>.ipynb anywhere in the upload, else its only notebook."""
-    notebooks = sorted(p for p in submission.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    notebooks = sorted(p for p in submission.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)   # grader-only: lists; read_submission reads
     named = [p for p in notebooks if p.name == f"{lab}.ipynb"]
     if len(named) == 1 or len(notebooks) == 1:
         return (named or notebooks)[0]

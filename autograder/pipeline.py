@@ -31,18 +31,22 @@ import nbformat
 from cluster import accounts
 from cluster.accounts import Account
 from cluster.connect import admin_client, admin_connection, anything_listens, bootstrap_servers, in_namespace
+from cluster.safe_files import RefusedPath, read_bytes
 from cluster.settings import ROOT, env, jars_cache
 
 from .checks import CheckFailed, Context, checks_for, checks_module, run_cleanups
 from .cluster_watch import ClusterWatch
 from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
 from .results import CheckResult, GradingResult
-from .sandbox import (NOT_GUARANTEED, Cgroups, Limits, Sandbox, exposed, give, method, new_uid, readable_by_all,
-                      sweep)
+from .sandbox import (NOT_GUARANTEED, Cgroups, Limits, Sandbox, bounds_off, exposed, give, method, new_uid,
+                      readable_by_all, sweep)
 
 logger = logging.getLogger(__name__)
 SOLUTIONS, RELEASE = ROOT / "solutions", ROOT / "labs"
 CLUSTER_TIMEOUT_S = 15
+# A submitted notebook larger than this is refused unread (README: Grading). The labs' own are
+# under 100 kB; a student's with its outputs, plots included, a few hundred kB.
+MAX_NOTEBOOK_BYTES = 8 * 2**20
 # The course's grading secret: the seeds of the checks' random inputs derive from it, so they
 # are stable (a regrade gives the same result) but cannot be worked out from the course's
 # code. COURSE_GRADING_SECRET (e.g. on Gradescope) wins over the file, made on first use.
@@ -203,12 +207,21 @@ def check_cluster(job: Job) -> None:
 
 
 def read_submission(job: Job) -> None:
+    """The submission, bounded before it is parsed: a notebook over MAX_NOTEBOOK_BYTES (or a link,
+    a pipe) is refused with an ordinary result, not read into the grader's memory."""
     if job.submission is not None:   # given in memory (nbgrader's preprocessor)
         return
-    if not job.notebook.exists():
+    path = job.notebook.absolute()
+    try:
+        data = read_bytes(path.parent, path.name, MAX_NOTEBOOK_BYTES)
+    except RefusedPath as e:
+        raise StudentError(f"{job.notebook.name} was not read: it {e.why}. A lab's notebook is well under "
+                           f"{MAX_NOTEBOOK_BYTES // 2**20} MB: clear large outputs (Edit > Clear All Outputs), "
+                           "save, and submit the file itself.") from None
+    if data is None:
         raise InfrastructureError(f"the notebook {job.notebook} does not exist")
     try:
-        job.submission = nbformat.read(job.notebook, as_version=4)
+        job.submission = nbformat.reads(data.decode(), as_version=4)
         nbformat.validate(job.submission)
     except Exception as e:
         raise StudentError(f"{job.notebook.name} is not a readable Jupyter notebook ({type(e).__name__}: {e}). "
@@ -318,7 +331,7 @@ def make_workdir(job: Job) -> None:
             copied.append(job.workdir / item.name)
     job.release_files = tuple(copied)   # read-only inside the sandbox
     for sub in (".home", ".tmp"):
-        (job.workdir / sub).mkdir()
+        (job.workdir / sub).mkdir()   # grader-only: a fresh folder, before any student code ran
     if job.uid is not None:
         give(job.workdir, job.uid)
 
@@ -374,10 +387,12 @@ def run_notebook_and_checks(job: Job) -> None:
     done: set[str] = set()
     scratch, cleanup = {}, []
     limits = sandbox_limits(job.lab)
-    cgroups = Cgroups(job.namespace, limits) if job.sandbox else None
+    cgroups = Cgroups(job.namespace, limits, parent=env("COURSE_CGROUP_PARENT")) if job.sandbox else None
+    if cgroups and (off := bounds_off(cgroups)):
+        job.result.staff.append(off)
     sandbox = Sandbox(job.workdir, readonly=job.release_files, limits=limits, enabled=job.sandbox, cgroups=cgroups,
                       uid=job.uid)
-    env = kernel_env(job)   # the kernel's, and the student's scripts' that checks run
+    kernel_vars = kernel_env(job)   # the kernel's, and the student's scripts' that checks run
 
     def run_one(session: KernelSession, label: str) -> None:
         if label in done or label not in by_label:
@@ -385,7 +400,7 @@ def run_notebook_and_checks(job: Job) -> None:
         done.add(label)
         res = by_label[label]
         ctx = Context(job.lab, label, session, job.namespace, job.admin, job.seed, workdir=job.workdir,
-                      scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=env, logdir=job.logdir,
+                      scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=kernel_vars, logdir=job.logdir,
                       private_dir=job.private_dir,
                       student_user=job.account.username, own=job.own)
         start = time.monotonic()
@@ -407,7 +422,7 @@ def run_notebook_and_checks(job: Job) -> None:
     try:
         # A lab may need more than the given limit for its slowest cell (lab 9 starts Spark).
         cell_timeout = max(job.cell_timeout, getattr(checks_module(job.lab), "SLOWEST_CELL_S", 0))
-        with KernelSession(job.submission, sandbox, env, cell_timeout, job.total_timeout) as session:
+        with KernelSession(job.submission, sandbox, kernel_vars, cell_timeout, job.total_timeout) as session:
             log = session.run(lambda index, label: run_one(session, label), test_label)
             try:
                 for label in by_label:

@@ -169,6 +169,59 @@ def graded_with_peak_memory(cmd: list[str], env: dict, cluster) -> float:
 
 
 PEAK_MEMORY_TARGET_MB = {"lab9": 3072.0}
+GRADER_MEMORY_TARGET_MB = 1024.0    # the grader's own process, whatever the submission (issue: bounded inputs)
+
+
+def grader_peak_rss(cmd: list[str], env: dict) -> tuple[float, dict]:
+    """Run one grading; return the peak RSS of the grader's own process (MB, sampled every
+    0.1 s; the kernel, Spark and the readers in the sandbox are not counted: they have limits of
+    their own) and its results.json."""
+    import json
+    import subprocess
+
+    import psutil
+
+    out = Path(cmd[cmd.index("--json") + 1])
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    me, peak = psutil.Process(proc.pid), 0.0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, me.memory_info().rss / 2**20)
+        except psutil.Error:
+            break
+        time.sleep(0.1)
+    proc.wait()
+    return peak, json.loads(out.read_text()) if out.exists() else {}
+
+
+def bench_attacks(labs: list[str], only: list[str] | None = None) -> list[tuple]:
+    """Every attack of the corpus (autograder/corpus.py ATTACKS), graded once through the CLI:
+    the grader's own peak memory (a compression bomb, a huge notebook or Parquet file must not
+    reach it) and whether the score is the corpus's."""
+    from autograder.corpus import ATTACKS
+    from autograder.pipeline import graded_parts, source_notebook
+    from autograder.selftest import expected_scores
+
+    rows, peaks = [], []
+    with tempfile.TemporaryDirectory(prefix="course-bench-") as tmp:
+        tmp = Path(tmp)
+        with running_cluster(tmp, "attacks") as (c, env):
+            for attack in (a for a in ATTACKS if a.lab in labs and (not only or a.name in only)):
+                import nbformat as nbf
+
+                path = tmp / f"{attack.name}.ipynb"
+                nbf.write(attack.notebook(), path)
+                peak, result = grader_peak_rss([sys.executable, "-m", "autograder", "grade", attack.lab, str(path),
+                                                "--json", str(tmp / f"{attack.name}.json")], env)
+                want = sum(expected_scores(attack, graded_parts(nbf.read(source_notebook(attack.lab), 4))).values())
+                print(f"  {attack.lab} {attack.name}: grader peak {peak:.0f} MB, score {result.get('score')} "
+                      f"(corpus {want})", file=sys.stderr)
+                peaks.append(peak)
+                rows.append((f"attack {attack.name} ({attack.lab}): score off the corpus's",
+                             [float(result.get("score") != want)], "", 0.0))
+    rows.insert(0, (f"grader's peak memory over {len(peaks)} attacks of the corpus", peaks, "MB",
+                    GRADER_MEMORY_TARGET_MB))
+    return rows
 
 
 def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
@@ -324,7 +377,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=3, help="warm starts to time (default 3)")
     p.add_argument("--cold-runs", type=int, default=2, help="cold starts, each downloading the jars (default 2)")
     p.add_argument("--grading-runs", type=int, default=20, help="gradings of each lab's solution (default 20)")
-    p.add_argument("--only", choices=("cluster", "grading", "corpus", "class"), help="run one part")
+    p.add_argument("--only", choices=("cluster", "grading", "corpus", "class", "attacks"), help="run one part")
     p.add_argument("--corpus-runs", type=int, default=10, help="gradings of each corpus entry, each with another "
                                                                  "seed (default 10)")
     p.add_argument("--corpus-jobs", type=int, default=3, help="corpus gradings at a time (default 3)")
@@ -349,6 +402,8 @@ def main(argv=None) -> int:
         rows += bench_corpus(a.corpus_runs, a.labs or labs(), a.corpus_jobs, a.corpus_entries)
     if a.only in (None, "class"):
         rows += bench_class(a.class_size, a.class_lab, a.class_jobs)
+    if a.only in (None, "attacks"):
+        rows += bench_attacks(a.labs or labs(), a.corpus_entries)
     print_table(rows)
     return 0
 

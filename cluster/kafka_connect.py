@@ -24,7 +24,6 @@ import base64
 import json
 import os
 import secrets
-import signal
 import subprocess
 import time
 import urllib.error

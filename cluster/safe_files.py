@@ -151,10 +151,43 @@ def write_text(root: str | Path, relative: str | Path, text: str, mode: int = 0o
     write_bytes(root, relative, text.encode(), mode, append, create_dirs)
 
 
-def make_dirs(root: str | Path, relative: str | Path, mode: int = 0o700) -> Path:
-    """root/relative as a folder, made where missing; a link on the way is refused."""
-    os.close(_open_dir(Path(root), _parts(relative), create=True, mode=mode))
+def make_dirs(root: str | Path, relative: str | Path, mode: int = 0o700, exclusive: bool = False) -> Path:
+    """root/relative as a folder, made where missing; a link on the way is refused.
+    exclusive: FileExistsError if the last folder was there already (made by someone else)."""
+    parts = _parts(relative)
+    if exclusive and parts:
+        parent = _open_dir(Path(root), parts[:-1], create=True, mode=mode)
+        try:
+            os.mkdir(parts[-1], mode, dir_fd=parent)
+        finally:
+            os.close(parent)
+        return Path(root, relative)
+    os.close(_open_dir(Path(root), parts, create=True, mode=mode))
     return Path(root, relative)
+
+
+def remove(root: str | Path, relative: str | Path) -> None:
+    """Delete what is at root/relative: a file, a link (not what it points to) or a whole
+    folder (never following a link inside it); nothing if it is not there."""
+    import shutil
+
+    parts = _parts(relative)
+    if not parts:
+        raise RefusedPath(root, "is the folder itself")
+    try:
+        parent = _open_dir(Path(root), parts[:-1])
+    except FileNotFoundError:
+        return
+    try:
+        info = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode):
+            shutil.rmtree(parts[-1], dir_fd=parent)
+        else:
+            os.unlink(parts[-1], dir_fd=parent)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(parent)
 
 
 def list_dir(root: str | Path, relative: str | Path = ".") -> list[str] | None:

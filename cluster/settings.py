@@ -191,6 +191,8 @@ ENVIRONMENT: dict[str, tuple[str | None, str]] = {
     "COURSE_SANDBOX": (None, "how graded code is jailed: bwrap (namespaces) or user (an unprivileged user of its "
                        "own: containers without namespaces, e.g. Gradescope); unset: bwrap, else user as root"),
     "COURSE_GRADING_SECRET": (None, "the seeds' secret (e.g. on Gradescope); unset: the file .grading-secret"),
+    "COURSE_CGROUP_PARENT": (None, "cgroup v2: the group (a path under /sys/fs/cgroup, delegated to the grader) to "
+                             "make each grading's control group in; unset: the grader's own group, if it may write it"),
     # the course's JupyterHub (hub/): read by the hub's own process, as root
     "COURSE_HUB_STUDENTS": (None, "the hub's roster: a file of the students' login names, one per line"),
     "COURSE_HUB_INSTRUCTORS": (None, "the instructors' login names, separated by commas"),

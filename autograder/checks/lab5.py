@@ -5,8 +5,9 @@ kills the last two, at seeded moments)."""
 from __future__ import annotations
 
 import json
-
 from collections import Counter
+
+from cluster.safe_files import list_dir, remove
 
 from . import CheckFailed, Context, check, expect, expect_equal
 from .kafka_state import committed_offsets, end_offsets, graders_topic, read_all, short_name
@@ -68,7 +69,7 @@ def predicted_the_retry(ctx: Context) -> None:
 
 
 def read_checkpoint(ctx: Context) -> dict:
-    text = read_student_file(ctx.workdir / CHECKPOINT)
+    text = read_student_file(ctx.workdir, CHECKPOINT)
     expect(text is not None, f"{STATS_SCRIPT} left no {CHECKPOINT}", hint="Save the checkpoint after every batch.")
     try:
         return json.loads(text)
@@ -81,8 +82,9 @@ def read_checkpoint(ctx: Context) -> dict:
 @check("lab5-q3")
 def survives_crashes(ctx: Context) -> str:
     """killed again and again, even mid-checkpoint, the consumer ends with exact statistics"""
-    for old in ctx.workdir.glob("checkpoint*"):
-        old.unlink()
+    for old in list_dir(ctx.workdir) or []:
+        if old.startswith("checkpoint"):
+            remove(ctx.workdir, old)
     # First two runs die halfway through their 2nd and 3rd checkpoint writes (in seeded order):
     # one lands between two writes of the same batch, one between batches, so a consumer that
     # saves anything between two checkpoints is caught. Then crashes at seeded moments.

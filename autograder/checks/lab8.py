@@ -240,7 +240,7 @@ def local_log_bytes(topic: str, leaders: dict[int, int]) -> dict[int, int]:
         raise CheckFailed("only the course's admin may ask the brokers for log sizes, so this part is checked "
                           "when your notebook is graded", hint="Section 3's table shows your codec's bytes on disk.")
     cfg = Settings.from_env()
-    return {p: sum(f.stat().st_size for f in (cfg.node_dir(leader) / "data" / f"{topic}-{p}").glob("*.log"))
+    return {p: sum(f.stat().st_size for f in (cfg.node_dir(leader) / "data" / f"{topic}-{p}").glob("*.log"))   # grader-only: the broker's data folder
             for p, leader in leaders.items()}
 
 

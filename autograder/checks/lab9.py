@@ -11,15 +11,16 @@ dataset cannot match."""
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from cluster.safe_files import kind, list_dir, make_dirs, remove
+
 from ..sandbox import Limits
-from . import CheckFailed, Context, check, expect
+from . import CheckFailed, Context, check, expect, in_sandbox
 from .kafka_state import graders_topic, read_all, short_name
 from .scripts import read_student_file, start, stop, wait
 
@@ -41,6 +42,10 @@ GRADINGS_AT_ONCE = 2
 SLOWEST_CELL_S = 120                       # the set-up cell starts Spark: seconds alone, far more when loaded
 CHECKS_BUDGET_S = 3 * JOB_DEADLINE_S + 300   # the job's three runs and the other checks
 SPARK_VALUE_S = 120            # a value the grader reads by running a Spark job in the kernel
+# What in_sandbox.call runs in the grading's sandbox: these open the student's files (Parquet
+# parts, the SQLite table) with plain file APIs, where a link reaches only what the sandbox shows.
+IN_SANDBOX = ("output_rows", "committed_files", "sqlite_rows", "sqlite_clear", "sqlite_insert")
+MAX_OUTPUT_ROWS = 100_000      # of the job's output or the table, read by the grader (a day holds a few hundred)
 
 
 def utc_text(value, naive_is_local: bool) -> str:
@@ -267,7 +272,7 @@ def committed_files(folder: Path) -> list[Path] | None:
         entries = [p for p in entries if int(p.name.split(".")[0]) >= int(compacts[-1].name.split(".")[0])]
     files = {}
     for entry in entries:
-        text = read_student_file(entry) or ""
+        text = read_student_file(folder, Path("_spark_metadata", entry.name)) or ""
         for line in text.splitlines()[1:]:    # the first line is the format's version ("v1")
             try:
                 item = json.loads(line)
@@ -311,13 +316,20 @@ def partition_values(folder: Path, file: Path) -> dict[str, str]:
 
 
 def read_output(ctx: Context) -> list[tuple]:
-    """The job's rows (hour, origin, flights, avg_delay) as Spark would read the folder."""
+    """The job's rows (hour, origin, flights, avg_delay) as Spark would read the folder: read in
+    the grading's sandbox (in_sandbox), as files the student's code wrote."""
+    return [tuple(r) for r in in_sandbox.call(ctx, "autograder.checks.lab9:output_rows", str(ctx.workdir))]
+
+
+def output_rows(workdir: str) -> list[tuple]:
+    """read_output's work, where the files are (in the sandbox when grading)."""
     import pyarrow.parquet as pq
 
-    folder = ctx.workdir / OUTPUT
+    workdir = Path(workdir)
+    folder = workdir / OUTPUT
     expect(folder.is_dir(), f"{JOB_SCRIPT} wrote no {OUTPUT}/ folder",
            hint=f"Write the stream to Parquet files in {OUTPUT}/ (the job's second argument).")
-    no_links(ctx, OUTPUT, f"{OUTPUT}/_spark_metadata")
+    no_links(workdir, OUTPUT, f"{OUTPUT}/_spark_metadata")
     files = committed_files(folder)
     expect(files is not None, f"{OUTPUT}/ has no _spark_metadata log",
            hint="Write with Spark's file sink (writeStream.format(\"parquet\") with the path OUTPUT): its log says "
@@ -328,7 +340,13 @@ def read_output(ctx: Context) -> list[tuple]:
         expect(f.is_file() and not f.is_symlink() and not any(p.is_symlink() for p in f.parents if folder in p.parents),
                f"{f.relative_to(folder)} is listed in the job's output but is not a file in it")
         try:
-            table = pq.read_table(f)
+            parquet = pq.ParquetFile(f)
+            expect(parquet.metadata.num_rows <= MAX_OUTPUT_ROWS, f"{OUTPUT}/{f.relative_to(folder)} holds "
+                   f"{parquet.metadata.num_rows:,} rows", expected=f"at most {MAX_OUTPUT_ROWS:,} (a day's hours and "
+                   "airports are a few hundred)", hint="Write one row per hour and airport.")
+            table = parquet.read()
+        except CheckFailed:
+            raise
         except Exception as e:   # noqa: BLE001 - a torn or foreign file, in the student's words
             raise CheckFailed(f"{OUTPUT}/{f.relative_to(folder)} is not a readable Parquet file ({type(e).__name__})",
                               hint="Let Spark's file sink write the folder; write nothing else there.") from None
@@ -340,14 +358,16 @@ def read_output(ctx: Context) -> list[tuple]:
         for r in table.to_pylist():
             r = {**r, **from_path}
             rows.append((utc_text(r["hour"], False), r["origin"], r["flights"], r["avg_delay"]))
+        expect(len(rows) <= MAX_OUTPUT_ROWS, f"{OUTPUT}/ holds more than {MAX_OUTPUT_ROWS:,} rows",
+               hint="Write one row per hour and airport.")
     return rows
 
 
-def no_links(ctx: Context, *names: str) -> None:
-    """The grader acts on these paths in the notebook's folder with its own rights: none may be a
-    link (to the grader's own files, say)."""
+def no_links(workdir: Path, *names: str) -> None:
+    """The grader acts on these paths in the notebook's folder: none may be a link (the grader
+    follows none; cluster.safe_files refuses them too, this says so in the student's words)."""
     for name in names:
-        expect(not (ctx.workdir / name).is_symlink(), f"{name} is a symbolic link",
+        expect(not (Path(workdir) / name).is_symlink(), f"{name} is a symbolic link",
                hint="Let Spark create its folders; the grader follows no links out of your folder.")
 
 
@@ -356,7 +376,7 @@ def checkpoint_entry(checkpoint: Path, log: str, batch: int, line: int) -> dict 
     JSON lines), read as a file the student's code wrote (no links, pipes or huge files); None
     while it is not there, or where it is not such a line."""
     try:
-        text = read_student_file(checkpoint / log / str(batch), limit=2**20)
+        text = read_student_file(checkpoint.parent, Path(checkpoint.name, log, str(batch)), limit=2**20)
         value = json.loads(text.splitlines()[line]) if text is not None else None
     except (CheckFailed, IndexError, ValueError):
         return None
@@ -398,17 +418,17 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
         code = wait(run, JOB_DEADLINE_S)
     else:
         checkpoint = ctx.workdir / CHECKPOINT
-        commits, hour_ms = checkpoint / "commits", 3600 * 1000
+        hour_ms = 3600 * 1000
         blocked, batch = None, fail_from
-        no_links(ctx, CHECKPOINT, f"{CHECKPOINT}/commits", f"{CHECKPOINT}/offsets")
+        no_links(ctx.workdir, CHECKPOINT, f"{CHECKPOINT}/commits", f"{CHECKPOINT}/offsets")
         deadline = time.monotonic() + JOB_DEADLINE_S
         while run.proc.poll() is None and time.monotonic() < deadline:
             if blocked is None and (now := batch_watermark(checkpoint, batch)) is not None:
                 before = batch_watermark(checkpoint, batch - 1)
                 if before is not None and now // hour_ms > before // hour_ms:     # it closes a window
-                    no_links(ctx, CHECKPOINT, f"{CHECKPOINT}/commits")
-                    try:
-                        (commits / str(batch)).mkdir(parents=True)
+                    no_links(ctx.workdir, CHECKPOINT, f"{CHECKPOINT}/commits")
+                    try:   # a folder where Spark's commit file goes: the commit fails
+                        make_dirs(ctx.workdir, f"{CHECKPOINT}/commits/{batch}", exclusive=True)
                         blocked = batch
                     except FileExistsError:               # it committed before the grader looked
                         pass
@@ -417,9 +437,9 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
             time.sleep(0.01)
         ended = run.proc.poll()
         stop(run.proc)
-        no_links(ctx, CHECKPOINT, f"{CHECKPOINT}/commits")
-        if blocked is not None and (commits / str(blocked)).is_dir() and not (commits / str(blocked)).is_symlink():
-            shutil.rmtree(commits / str(blocked))
+        no_links(ctx.workdir, CHECKPOINT, f"{CHECKPOINT}/commits")
+        if blocked is not None and kind(ctx.workdir, f"{CHECKPOINT}/commits/{blocked}") == "folder":
+            remove(ctx.workdir, f"{CHECKPOINT}/commits/{blocked}")
         if blocked is not None and ended not in (None, 0):
             return f"{tag}: failed in micro-batch {blocked}, after its output and before its commit"
         last = (run.output().strip().splitlines() or ["(no output)"])[-1]
@@ -458,7 +478,7 @@ def watermark_moves(ctx: Context, topic: str) -> list[tuple[int, timedelta | Non
     was. The records are read back from the topic (one partition) by the offsets each micro-batch
     logged."""
     checkpoint = ctx.workdir / CHECKPOINT
-    no_links(ctx, CHECKPOINT, f"{CHECKPOINT}/offsets")
+    no_links(ctx.workdir, CHECKPOINT, f"{CHECKPOINT}/offsets")
     times = {r.offset: when(json.loads(r.value)) for r in read_all(ctx, short_name(topic))}
     moves, batch, start = [], 0, 0
     while (after := batch_watermark(checkpoint, batch + 1)) is not None:
@@ -493,11 +513,12 @@ def job_watermarks(ctx: Context) -> tuple[datetime | None, datetime | None]:
     written, and forgotten, every window ending at or before it) and the one the next micro-batch
     will run with (the commit log's nextBatchWatermarkMs); None where the checkpoint lacks it."""
     checkpoint = ctx.workdir / CHECKPOINT
-    no_links(ctx, CHECKPOINT, f"{CHECKPOINT}/offsets", f"{CHECKPOINT}/commits")
+    no_links(ctx.workdir, CHECKPOINT, f"{CHECKPOINT}/offsets", f"{CHECKPOINT}/commits")
 
     def last_batch(folder: str) -> int | None:
         try:
-            return max((int(f.name) for f in (checkpoint / folder).iterdir() if f.name.isdigit()), default=None)
+            return max((int(f) for f in list_dir(checkpoint.parent, Path(checkpoint.name, folder)) or [] if f.isdigit()),
+                       default=None)
         except OSError:
             return None
 
@@ -530,11 +551,7 @@ def late_events(ctx: Context, written: datetime, watermark: datetime, day: str) 
 def job_exactly_once(ctx: Context) -> str:
     """the streaming job, failed mid-stream and restarted, then fed late flights, writes exactly the hourly truth"""
     for name in (OUTPUT, CHECKPOINT):
-        target = ctx.workdir / name
-        if target.is_symlink() or target.is_file():
-            target.unlink()
-        elif target.is_dir():
-            shutil.rmtree(target)
+        remove(ctx.workdir, name)
     events = graders_flights(ctx)
     day = events[0]["id"][:10]
     cut = len(events) // 2
@@ -779,18 +796,25 @@ def batch_frame(rows: list[list]):
 
 
 def table_rows(ctx: Context) -> list[tuple]:
-    """The student's table, read by the grader from the file (read-only)."""
-    path = ctx.workdir / TABLE_FILE
-    no_links(ctx, TABLE_FILE)
+    """The student's table, read in the grading's sandbox (a file the student's code wrote)."""
+    return [tuple(r) for r in in_sandbox.call(ctx, "autograder.checks.lab9:sqlite_rows", str(ctx.workdir))]
+
+
+def sqlite_rows(workdir: str) -> list[tuple]:
+    path = Path(workdir) / TABLE_FILE
+    no_links(Path(workdir), TABLE_FILE)
     expect(path.is_file(), f"save_batch wrote no {TABLE_FILE} in the notebook's folder",
            hint=f"Open sqlite3.connect(\"{TABLE_FILE}\") in save_batch and write the batch's rows to a table {TABLE}.")
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-            return db.execute(f"SELECT hour, origin, flights, avg_delay FROM {TABLE}").fetchall()
+            rows = db.execute(f"SELECT hour, origin, flights, avg_delay FROM {TABLE} LIMIT {MAX_OUTPUT_ROWS + 1}").fetchall()
     except sqlite3.Error as e:
         raise CheckFailed(f"{TABLE_FILE} has no readable table {TABLE} (hour, origin, flights, avg_delay): {e}",
                           hint=f"Create the table in save_batch if it is not there: CREATE TABLE IF NOT EXISTS {TABLE} "
                                "(hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL, PRIMARY KEY (hour, origin)).") from None
+    expect(len(rows) <= MAX_OUTPUT_ROWS, f"{TABLE} holds more than {MAX_OUTPUT_ROWS:,} rows",
+           hint="Keep one row per hour and airport.")
+    return rows
 
 
 HOUR_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H")
@@ -822,19 +846,25 @@ def sqlite_hint(e: sqlite3.Error) -> str:
 def clear_table(ctx: Context) -> set[tuple[str, str]]:
     """Empty every table the notebook's own run left in the file (the batch ids a save_batch may
     keep beside the hours included; the file and the tables' layout stay: the student's kernel
-    may hold the file open); the (hour, origin) keys of hourly."""
-    path = ctx.workdir / TABLE_FILE
+    may hold the file open); the (hour, origin) keys of hourly. In the grading's sandbox."""
+    return {tuple(k) for k in in_sandbox.call(ctx, "autograder.checks.lab9:sqlite_clear", str(ctx.workdir))}
+
+
+def sqlite_clear(workdir: str) -> list[tuple[str, str]]:
+    path = Path(workdir) / TABLE_FILE
     if not path.is_file():
-        return set()
+        return []
+    no_links(Path(workdir), TABLE_FILE)
     try:
         with sqlite3.connect(path, timeout=10) as db:
             tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
                                                "AND name NOT LIKE 'sqlite_%'")]
-            keys = ({(utc_hour_text(h), o) for h, o in db.execute(f"SELECT hour, origin FROM {TABLE}")}
+            keys = ({(utc_hour_text(h), o) for h, o in db.execute(f"SELECT hour, origin FROM {TABLE} "
+                                                                    f"LIMIT {MAX_OUTPUT_ROWS}")}
                     if TABLE in tables else set())
             for t in tables:
                 db.execute(f'DELETE FROM "{t}"')
-            return keys
+            return sorted(keys)
     except sqlite3.Error as e:
         raise CheckFailed(f"the grader could not empty the tables of {TABLE_FILE}: {e}", hint=sqlite_hint(e)) from None
 
@@ -855,21 +885,27 @@ def earlier_run_row(ctx: Context, hour: datetime) -> tuple | None:
     if hour_in_table(mine) != hour:
         return None
     row = (mine, "LGA", ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3))
+    added = in_sandbox.call(ctx, "autograder.checks.lab9:sqlite_insert", str(ctx.workdir), list(row))
+    return row if added else None
+
+
+def sqlite_insert(workdir: str, row: list) -> bool:
+    no_links(Path(workdir), TABLE_FILE)
     try:
-        with sqlite3.connect(ctx.workdir / TABLE_FILE, timeout=10) as db:
+        with sqlite3.connect(Path(workdir) / TABLE_FILE, timeout=10) as db:
             db.execute(f"INSERT INTO {TABLE} (hour, origin, flights, avg_delay) VALUES (?, ?, ?, ?)", row)
     except sqlite3.IntegrityError:
-        return None              # a column of the student's own with no default: the row is not ours to make
+        return False             # a column of the student's own with no default: the row is not ours to make
     except sqlite3.Error as e:
         raise CheckFailed(f"the grader could not add a row of an earlier run to the table {TABLE}: {e}",
                           hint=sqlite_hint(e)) from None
-    return row
+    return True
 
 
 @check("lab9-q6", pause_kernel=False)
 def upserts_each_batch(ctx: Context) -> str:
     """save_batch(batch, batch_id) keeps a table of hourly delays right through updates and a replayed micro-batch"""
-    no_links(ctx, TABLE_FILE)
+    no_links(ctx.workdir, TABLE_FILE)
     removed = clear_table(ctx)          # the rows of the notebook's own run
     day = ctx.rng.randrange(2, 32)
     hours = [datetime(2013, 1, day, h) for h in ctx.rng.sample(range(11, 24), 6)]

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from cluster.safe_files import RefusedPath, read_bytes, tail_text
 
 from ..sandbox import Jail
 from . import CheckFailed, Context, expect
@@ -31,27 +32,25 @@ class ScriptRun:
     name: str          # the student's script, for messages
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace")[-MAX_LOG_CHARS:] if self.log.exists() else ""
+        return tail_text(self.log.parent, self.log.name, MAX_LOG_CHARS)
 
 
-def read_student_file(path: Path, limit: int = 16 * 2**20) -> str | None:
-    """A file the student's code wrote, read safely by the grader: None if it does not exist;
-    refused if it is not a plain file (a symlink to the grader's secrets, a FIFO that would
-    block the grader, a device) or larger than `limit`."""
+def read_student_file(root: Path, relative: str | Path, limit: int = 16 * 2**20) -> str | None:
+    """A file the student's code wrote, at root/relative, read safely by the grader
+    (cluster.safe_files): None if it does not exist; refused if a link is on its way (to the
+    grader's secrets, say), if it is not a plain file (a FIFO that would block the grader, a
+    device) or larger than `limit`."""
+    name = Path(relative).name
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
+        data = read_bytes(root, relative, limit)
+    except RefusedPath as e:
+        raise CheckFailed(f"{name} could not be read: it {e.why}",
+                          hint="Write it with open(...) as an ordinary file in the notebook's folder; links and "
+                               "pipes are not read, nor files of many megabytes.") from None
     except OSError as e:
-        raise CheckFailed(f"{path.name} could not be read ({e.strerror})",
+        raise CheckFailed(f"{name} could not be read ({e.strerror})",
                           hint="Write it as an ordinary file in the notebook's folder.") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        expect(stat.S_ISREG(info.st_mode), f"{path.name} should be an ordinary file",
-               hint="Write it with open(...) in the notebook's folder; links and pipes are not read.")
-        expect(info.st_size <= limit, f"{path.name} is too large to check",
-               expected=f"at most {limit:,} bytes", found=f"{info.st_size:,} bytes")
-        return f.read(limit).decode(errors="replace")
+    return None if data is None else data.decode(errors="replace")
 
 
 def script_path(ctx: Context, name: str) -> Path:
@@ -77,7 +76,7 @@ def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_a
     # The log lives in the grader's own folder, out of the sandbox's reach (a link planted in
     # the working folder would otherwise make the grader write over any file it can).
     log = (ctx.logdir or ctx.workdir) / f"{Path(name).stem}-{tag or time.monotonic_ns()}.log"
-    with open(log, "wb") as out:
+    with open(log, "wb") as out:   # grader-only: the grader's log folder (ctx.logdir)
         kw = dict(stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         if ctx.sandbox is not None:
             proc = ctx.sandbox.popen(cmd, env, **kw)

@@ -19,7 +19,7 @@ import pytest
 from kafka.admin import NewTopic
 
 from autograder.sandbox import Sandbox, available
-from cluster import connection, topic_name
+from cluster import topic_name
 from cluster.kafka_connect import ConnectWorker
 from cluster.safe_files import write_text
 

@@ -170,3 +170,35 @@ def test_a_name_only_an_example_cell_defines_is_told_apart():
         new_code_cell("mine = 1")])
     assert all(defined_in_demo(nb, name) for name in ("weather_topic", "np", "helper"))
     assert not any(defined_in_demo(nb, name) for name in ("mine", "lab", "numpy"))
+
+
+def read(path) -> Job:
+    from autograder.pipeline import read_submission
+
+    job = Job("lab0", path)
+    job.result = GradingResult("lab0", str(path))
+    read_submission(job)
+    return job
+
+
+def test_a_notebook_is_bounded_before_it_is_parsed(tmp_path):
+    """Over MAX_NOTEBOOK_BYTES, or a link (to the grader's secrets, say), or a pipe: refused with
+    a message for the student, never read into the grader's memory or followed."""
+    from autograder.pipeline import MAX_NOTEBOOK_BYTES, StudentError
+
+    ok = tmp_path / "ok.ipynb"
+    nbformat.write(course(), ok)
+    assert len(read(ok).submission.cells) == 4
+    big = copy.deepcopy(course())
+    big.cells[1].source = "x = '" + "0" * MAX_NOTEBOOK_BYTES + "'"
+    nbformat.write(big, tmp_path / "big.ipynb")
+    with pytest.raises(StudentError, match="MB: clear large outputs"):
+        read(tmp_path / "big.ipynb")
+    (tmp_path / "link.ipynb").symlink_to(ok)
+    with pytest.raises(StudentError, match="is a link"):
+        read(tmp_path / "link.ipynb")
+    import os
+
+    os.mkfifo(tmp_path / "pipe.ipynb")
+    with pytest.raises(StudentError, match="not an ordinary file"):
+        read(tmp_path / "pipe.ipynb")
