@@ -9,6 +9,7 @@ from kafka import KafkaConsumer, TopicPartition
 from cluster.connect import in_namespace
 
 from . import CheckFailed, Context, expect
+from .bounded_reads import bounded_poll
 
 READ_DEADLINE_S = 30
 DESCRIBE_WAIT_S = 10     # for a listed topic's metadata to reach the broker that answers
@@ -59,13 +60,14 @@ def topic_configs(ctx: Context, name: str) -> dict[str, str]:
     return {k: v["value"] for k, v in res["topic"][topic].items()}
 
 
-def read_all(ctx: Context, name: str, limit: int = 1_000_000, isolation_level: str = "read_uncommitted"):
+def read_all(ctx: Context, name: str, limit: int = 300_000, isolation_level: str = "read_uncommitted"):
     """Every record of the topic, partition by partition, from the first offset to the end
     offset as it is now (with read_committed: the records of committed transactions, up to the
     last stable offset). Reads with no consumer group, so it changes nothing."""
     meta = describe_topic(ctx, name)
     topic = ctx.topic(name)
-    # Small fetches: one compressed batch cannot balloon far in the grader's memory.
+    # Small fetches, and bounded_poll stops any batch that decompresses past its bound (a
+    # compression bomb), before the size check below could.
     consumer = KafkaConsumer(**ctx.kafka, enable_auto_commit=False,
                              client_id=f"grader-{ctx.namespace}", max_partition_fetch_bytes=2**20,
                              fetch_max_bytes=4 * 2**20, isolation_level=isolation_level)
@@ -80,7 +82,7 @@ def read_all(ctx: Context, name: str, limit: int = 1_000_000, isolation_level: s
             if time.monotonic() > deadline:
                 raise CheckFailed(f"could not read {topic} within {READ_DEADLINE_S} s",
                                   hint="This is a problem with the grader's cluster, not your code.")
-            for batch in consumer.poll(timeout_ms=500).values():
+            for batch in bounded_poll(consumer, topic, timeout_ms=500).values():
                 records.extend(r for r in batch if r.offset < end[TopicPartition(r.topic, r.partition)])
                 size += sum(len(r.value or b"") + len(r.key or b"") for r in batch)
             expect(size <= MAX_READ_BYTES, f"{topic} holds more than {MAX_READ_BYTES:,} bytes",

@@ -378,6 +378,8 @@ def wait_acked(run, want: set[str], what: str, timeout: float = ACK_WAIT_S) -> N
 def log_values(ctx: Context, topic: str) -> list[str]:
     from kafka import KafkaConsumer, TopicPartition
 
+    from .bounded_reads import bounded_poll
+
     consumer = KafkaConsumer(enable_auto_commit=False, **cluster_of(ctx).admin_connection())
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
@@ -386,7 +388,7 @@ def log_values(ctx: Context, topic: str) -> list[str]:
         stop_at = consumer.end_offsets(tps)
         out, deadline = [], time.monotonic() + 30
         while any(consumer.position(tp) < stop_at[tp] for tp in tps) and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
+            for records in bounded_poll(consumer, topic, timeout_ms=500).values():
                 out.extend(r.value.decode(errors="replace") for r in records if r.value is not None)
         return out
     finally:
