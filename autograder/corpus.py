@@ -1578,6 +1578,13 @@ ATTACKS = (
              (Edit("lab10-connect", "sub", HIJACK_REST, "def sink_config(name, topic, path):\n"),
               Edit("lab10-connect", "sub", LAB10_IDLE_SINK, LAB10_SINK)),
              fails("lab10-q4")),
+    Scenario("compression-bomb-on-the-registry", "lab10", "after the registry's cells, one record of 200 MB "
+             "of zeros, zstd-compressed to a few kB, on the registry's topic, which the grader reads",
+             (Edit("lab10-registry", "after",
+                   "bomb = KafkaProducer(**lab.connection, compression_type='zstd', max_request_size=2**30)\n"
+                   "bomb.send(lab.topic('schemas'), key=b'zz-bomb', value=bytes(200 * 2**20)).get(timeout=60)\n"
+                   "bomb.close()\ndel bomb"),),
+             fails("lab10-q3")),
     Scenario("notebook-of-many-megabytes", "lab1", "the solution with a cell holding 9 MB of text: refused "
              "before it is parsed, with a message, as any notebook over the size the README states",
              (Edit("lab1-setup", "after", "padding = '" + "0" * 9 * 2**20 + "'"),),
