@@ -40,13 +40,13 @@ def cmd_grade_all(a) -> int:
 
 
 def cmd_selftest(a) -> int:
-    from .selftest import selftest
+    from staff.selftest import selftest
 
     return selftest(labs=a.labs, jobs=a.jobs, write_corpus=a.write_corpus, only=a.only, via=a.via)
 
 
 def cmd_student_kit(a) -> int:
-    from .kit import main
+    from staff.kit import main
 
     return main(a.dir)
 

@@ -33,16 +33,15 @@ import psutil
 
 from cluster.settings import ROOT
 
+from . import GRADER, STUDENT
 from .pipeline import RELEASE, StudentError, course_labs, grade, grading_secret
 from .results import GradingResult
-from .sandbox import STAFF_ONLY
 
-# What the grading needs, copied as it is; from autograder/, all but the staff's own files and
-# the student kit's builder.
-PACKAGED = ("autograder", "cluster", "datasets", "labs", "pyproject.toml")
-LEFT_OUT = (*(Path(p).name for p in STAFF_ONLY if p.startswith("autograder/")), "kit.py")
+# What the grading needs, whole folders: the grader and what students have (autograder.GRADER,
+# autograder.STUDENT); nothing of the staff's.
+PACKAGED = (*GRADER, *STUDENT, "pyproject.toml")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*_pb2*.py", "*.egg-info",
-                                 "checkpoint*", "spark-warehouse", *LEFT_OUT)
+                                 "checkpoint*", "spark-warehouse")
 GRADESCOPE_ROOT = Path("/autograder")
 SAMPLE_S = 0.5     # how often run() samples the memory of the cluster and the grading
 

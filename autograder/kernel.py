@@ -38,7 +38,8 @@ from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
 from traitlets import default
 
-from .errors import CheckFailed, DemoName, MissingAnswer, NotPlainValue, NotWritten, answer_name
+from selfcheck.errors import CheckFailed, DemoName, MissingAnswer, NotPlainValue, NotWritten, answer_name
+
 from .sandbox import Jail, Sandbox
 
 CELL_TIMEOUT_S = 60          # one cell
@@ -303,7 +304,7 @@ class KernelSession:
             self.jail.thaw(main_only=True)
         try:
             msg_id = self.client.kc.execute("", silent=True, store_history=False,
-                                            user_expressions={"v": f"__import__('autograder.plain', fromlist=['_'])"
+                                            user_expressions={"v": f"__import__('selfcheck.plain', fromlist=['_'])"
                                                                    f".plain_repr({expr})"})
             reply = self._reply(msg_id, timeout)
             if reply is None:

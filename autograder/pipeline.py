@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,8 @@ from cluster.connect import admin_client, admin_connection, anything_listens, bo
 from cluster.safe_files import RefusedPath, read_bytes
 from cluster.settings import ROOT, env, jars_cache
 
-from .checks import CheckFailed, Context, checks_for, checks_module, run_cleanups
+from selfcheck.checks import CheckFailed, Context, checks_for, checks_module, run_cleanups
+
 from .cluster_watch import ClusterWatch
 from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
 from .results import CheckResult, GradingResult
@@ -488,7 +489,7 @@ LIMITS = Limits()
 def sandbox_limits(lab: str) -> Limits:
     """The sandbox's limits for a lab: the course's, or what its checks module needs (lab 9 runs
     two Spark drivers, in the kernel and in the job, a hundred threads or more each)."""
-    return getattr(checks_module(lab), "SANDBOX_LIMITS", LIMITS)
+    return replace(LIMITS, processes=getattr(checks_module(lab), "SANDBOX_PROCESSES", LIMITS.processes))
 
 
 def grade(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = None, student: str = "",

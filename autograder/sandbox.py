@@ -60,6 +60,10 @@ import psutil
 
 from cluster.settings import ROOT, env, jars_cache
 
+from selfcheck.checks.scripts import kill_tree
+
+from . import STAFF, STUDENT
+
 SANDBOX_UID = 65534           # "nobody" inside the sandbox
 USER_UIDS = range(61000, 65000)   # the "user" method's uids: one per grading, in no /etc/passwd
 HOSTNAME = "grading"          # the sandbox's own host name (its UTS namespace)
@@ -71,14 +75,10 @@ ETC_ALLOWED = ("ssl", "ca-certificates", "ca-certificates.conf", "passwd", "grou
                "nsswitch.conf", "host.conf", "localtime", "timezone", "alternatives", "java-17-openjdk",
                "java-21-openjdk", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "mime.types", "fonts",
                "matplotlibrc", "gai.conf", "protocols", "services")
-# The autograder's files that the student's kernel imports: the self-check library and what it
-# uses (the student kit ships the same). Not the pipeline, the corpus or the self-test.
-STUDENT_SIDE = ("__init__.py", "errors.py", "plain.py", "protos.py", "harness.py", "sandbox.py", "checks")
-# The course code the student's kernel imports (the connection helper, the self-check), and the
-# data the labs read. Never solutions/, the cluster's data folders or the grader's results.
-COURSE_READABLE = ("cluster", *(f"autograder/{name}" for name in STUDENT_SIDE), "datasets", "pyproject.toml")
-# What only course staff may read; the "user" method refuses to grade while any is readable by all.
-STAFF_ONLY = ("solutions", "tests", "bench", "autograder/corpus.py", "autograder/selftest.py", ".grading-secret")
+# What the student's kernel may read of the course: what students have anyway (autograder.STUDENT:
+# the self-checks, the connection helper, the data, the released labs), whole folders. Never the
+# grader, the staff's tools, solutions/, the cluster's data folders or the grader's results.
+COURSE_READABLE = (*STUDENT, "pyproject.toml")
 NOT_GUARANTEED = ("graded WITHOUT a sandbox (--no-sandbox): the student's code ran with the grader's "
                   "own powers; it could read files it should not, outlive the grading, or change what "
                   "the checks see. Use this grade for feedback only.")
@@ -424,7 +424,7 @@ def runs_as_another_user(python: str) -> bool:
 def exposed(cluster_home: Path) -> list[Path]:
     """What student code running as another user could read that is the staff's alone."""
     found = []
-    for path in [*(ROOT / name for name in STAFF_ONLY), cluster_home]:
+    for path in [*(ROOT / name for name in STAFF), cluster_home]:
         try:
             mode = path.stat().st_mode
         except OSError:
@@ -714,15 +714,8 @@ class Jail:
         """Kill the sandbox and everything in it. With bwrap, SIGKILL to the outer process
         takes its init (and so the whole PID namespace) down; without a sandbox, every
         descendant is killed one by one."""
-        procs = self.processes()
-        for p in procs:
-            try:
-                p.resume()
-                p.kill()
-            except psutil.Error:
-                pass
-        _wait_dead(procs, 5)
         if self.pid:
+            kill_tree(self.pid)
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

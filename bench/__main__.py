@@ -195,12 +195,12 @@ def grader_peak_rss(cmd: list[str], env: dict) -> tuple[float, dict]:
 
 
 def bench_attacks(labs: list[str], only: list[str] | None = None) -> list[tuple]:
-    """Every attack of the corpus (autograder/corpus.py ATTACKS), graded once through the CLI:
+    """Every attack of the corpus (staff/corpus.py ATTACKS), graded once through the CLI:
     the grader's own peak memory (a compression bomb, a huge notebook or Parquet file must not
     reach it) and whether the score is the corpus's."""
-    from autograder.corpus import ATTACKS
+    from staff.corpus import ATTACKS
     from autograder.pipeline import graded_parts, source_notebook
-    from autograder.selftest import expected_scores
+    from staff.selftest import expected_scores
 
     rows, peaks = [], []
     with tempfile.TemporaryDirectory(prefix="course-bench-") as tmp:
@@ -233,9 +233,9 @@ def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
 
     import nbformat
 
-    from autograder.corpus import SCENARIOS
+    from staff.corpus import SCENARIOS
     from autograder.pipeline import SOLUTIONS, graded_parts
-    from autograder.selftest import expected_scores
+    from staff.selftest import expected_scores
 
     solution = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)
     parts = graded_parts(solution)
@@ -285,9 +285,9 @@ def bench_corpus(runs: int, labs: list[str], jobs: int, only: list[str] | None =
 
     import nbformat
 
-    from autograder.corpus import scenarios
+    from staff.corpus import scenarios
     from autograder.pipeline import SOLUTIONS, graded_parts
-    from autograder.selftest import expected_scores
+    from staff.selftest import expected_scores
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="course-bench-corpus-") as tmp:
@@ -391,7 +391,7 @@ def main(argv=None) -> int:
     cli.configure(a.verbose)   # and a `kill` stops the bench's clusters too
     print(f"Benchmark: {os.cpu_count()} cores, Kafka {settings.kafka_version()}, "
           f"heap {settings.BROKER_HEAP} per broker, every client logged in (SASL) and authorized (ACLs)\n")
-    from autograder.selftest import labs
+    from staff.selftest import labs
 
     rows = []
     if a.only in (None, "cluster"):

@@ -20,7 +20,7 @@ from . import course_hub
 def install(python: str) -> Path:
     """The student kit (never the instructors' checkout: it holds the solutions) installed in a
     virtual environment every user can run, with the pinned JupyterHub proxy beside it."""
-    from autograder import kit
+    from staff import kit
     from cluster.settings import pins
 
     state = course_hub.state_dir()

@@ -43,7 +43,7 @@ STUDENT, INSTRUCTOR = "student", "instructor"
 
 # nbgrader's lab plugins and server extensions that only instructors get. The course list is
 # for hubs with several courses (it asks the hub's services); this hub serves one, so nobody
-# gets it. (autograder/kit.py hides more on a laptop, where there is no exchange.)
+# gets it. (staff/kit.py hides more on a laptop, where there is no exchange.)
 INSTRUCTOR_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment")
 INSTRUCTOR_EXTENSIONS = ("nbgrader.server_extensions.formgrader",)
 NOBODYS_PLUGINS = ("@jupyter/nbgrader:course-list",

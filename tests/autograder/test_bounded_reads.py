@@ -2,7 +2,7 @@
 
 kafka-python decompresses a whole record batch before any cap of the reader's applies, so a
 record of zeros that compresses to tens of KB could take the grader's process to gigabytes.
-autograder/checks/bounded_reads.py bounds each batch while the checks poll. Here, against the
+selfcheck/checks/bounded_reads.py bounds each batch while the checks poll. Here, against the
 test cluster: compression bombs the brokers accept are a clear CheckFailed with the grader's
 memory staying small; a batch over a (lowered) bound fails on each codec and in each place the
 checks read; ordinary compressed topics still read exactly; and the kafka-python names the
@@ -25,9 +25,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autograder.checks import CheckFailed, Context, bounded_reads
-from autograder.checks.bounded_reads import PATCHED, BatchTooLarge, decompression_bound
-from autograder.checks.kafka_state import read_all
+from selfcheck.checks import CheckFailed, Context, bounded_reads
+from selfcheck.checks.bounded_reads import PATCHED, BatchTooLarge, decompression_bound
+from selfcheck.checks.kafka_state import read_all
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 BOMB_BYTES = 300 * 10**6     # zeros in one record: zstd and gzip make it tens to hundreds of KB
@@ -129,8 +129,8 @@ def test_a_batch_over_the_bound_fails_where_the_checks_read_and_nowhere_else(ctx
     same process, outside the checks' reads, still reads it whole."""
     from kafka import KafkaConsumer, TopicPartition
 
-    from autograder.checks.lab1 import Bench
-    from autograder.checks.lab7 import log_values
+    from selfcheck.checks.lab1 import Bench
+    from selfcheck.checks.lab7 import log_values
 
     monkeypatch.setattr(bounded_reads, "MAX_BATCH_BYTES", 2**20)
     topic = new_topic(ctx, f"over-{codec}")

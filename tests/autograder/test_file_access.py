@@ -1,7 +1,7 @@
 """The grader opens student-reachable paths only through cluster.safe_files (or in the
 grading's sandbox, checks/in_sandbox.py). This test reads the grader's and the checks' code:
 
-- in autograder/checks/ (run by the grader against a student's folder), no plain file call at
+- in selfcheck/checks/ (run by the grader against a student's folder), no plain file call at
   all, except inside the functions a module lists in IN_SANDBOX (they run in the sandbox) and
   on lines marked `# grader-only: <why>` (a path of the course's or the grader's own);
 - in the grader's own modules, no plain file call on a path that names the student's side
@@ -61,8 +61,9 @@ def violations(path: Path, source: str | None = None) -> list[str]:
 
 
 def test_no_plain_file_call_on_a_student_reachable_path():
-    files = [*sorted((ROOT / "autograder" / "checks").glob("*.py")),
+    files = [*sorted((ROOT / "selfcheck" / "checks").glob("*.py")),
              *(ROOT / "autograder" / name for name in GRADER_MODULES)]
+    assert len(files) > 20 and all(f.exists() for f in files), files     # the walk looks at the real code
     found = [v for f in files for v in violations(f)]
     assert not found, ("plain file calls the grader could make through a student's link (use cluster.safe_files, "
                        "in_sandbox.call, or mark a path of the grader's own with '# grader-only: why'):\n"
@@ -70,7 +71,7 @@ def test_no_plain_file_call_on_a_student_reachable_path():
 
 
 def test_a_planted_plain_open_is_caught():
-    check = ROOT / "autograder" / "checks" / "lab5.py"
+    check = ROOT / "selfcheck" / "checks" / "lab5.py"
     planted = check.read_text() + "\n\ndef sneaky(ctx):\n    return open(ctx.workdir / 'checkpoint.json').read()\n"
     assert any("open(ctx.workdir" in v for v in violations(check, planted))
     pipeline = ROOT / "autograder" / "pipeline.py"

@@ -14,9 +14,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.corpus import scenarios
+from staff.corpus import scenarios
 from autograder.pipeline import RELEASE, SOLUTIONS, graded_parts
-from autograder.selftest import expected_scores
+from staff.selftest import expected_scores
 
 LAB = "lab1"
 PARTS = graded_parts(nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4))

@@ -15,7 +15,7 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import NewTopic
 
-from autograder.corpus import Edit, Scenario, scenarios
+from staff.corpus import Edit, Scenario, scenarios
 from autograder.pipeline import SOLUTIONS
 
 
@@ -150,7 +150,7 @@ def test_a_grading_stopped_with_sigterm_leaves_nothing_running(cluster, tmp_path
 
     import psutil
 
-    from autograder.selftest import kafka_access_left
+    from staff.selftest import kafka_access_left
 
     out, mark = tmp_path / "r.json", uuid.uuid4().hex
     # Other gradings may run beside this one (the self-test): this one's brokers inherit the

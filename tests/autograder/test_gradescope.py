@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.corpus import scenarios
+from staff.corpus import scenarios
 from autograder.gradescope import build, find_notebook, run, student_of
 from autograder.pipeline import (RELEASE, SOLUTIONS, StudentError, course_cells, course_labs, graded_parts,
                                  grading_seed)
@@ -71,12 +71,13 @@ def test_the_package_holds_what_grading_needs_and_no_solution_code(package):
         texts = {n: readable(z.read(n), n) for n in names if not n.endswith(".gz")}
     assert modes["setup.sh"] == 0o755 and modes["run_autograder"] == 0o755
     assert f"gradescope run {LAB}" in texts["run_autograder"]
-    for needed in ("course/autograder/pipeline.py", "course/autograder/gradescope.py", "course/autograder/checks/lab1.py", "course/cluster/kafka.py",
+    for needed in ("course/autograder/pipeline.py", "course/autograder/gradescope.py", "course/selfcheck/checks/lab1.py",
+                   "course/cluster/kafka.py",
                    "course/pyproject.toml", f"course/labs/{LAB}/{LAB}.ipynb", "course/labs/lab1/counter.proto",
                    "course/datasets/flights-2013-01.csv.gz"):
         assert needed in names, f"{needed} is missing from the package"
     assert modes["course/.grading-secret"] == 0o600
-    leaked = [n for n in names if n.startswith(("course/solutions", "course/tests", "course/bench"))
+    leaked = [n for n in names if n.startswith(("course/solutions", "course/tests", "course/bench", "course/staff"))
               or n.endswith(("corpus.py", "selftest.py", "_pb2.py")) or "__pycache__" in n]
     assert leaked == []
     blocks = solution_blocks()

@@ -24,7 +24,7 @@ WRITER = textwrap.dedent("""
 
 def run(tmp_path: Path, *args: str, script: str = WRITER) -> subprocess.CompletedProcess:
     (tmp_path / "writer.py").write_text(script)
-    return subprocess.run([sys.executable, "-m", "autograder.harness", *args], cwd=tmp_path,
+    return subprocess.run([sys.executable, "-m", "selfcheck.harness", *args], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
 
 

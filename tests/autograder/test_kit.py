@@ -7,7 +7,7 @@ import os
 import nbformat
 import pytest
 
-from autograder import kit
+from staff import kit
 from autograder.pipeline import SOLUTIONS
 
 
@@ -39,10 +39,9 @@ def built(tmp_path_factory):
 
 def test_the_kit_has_the_labs_and_the_cluster_and_no_answers(built):
     files = kit.files(built)
-    assert {"labs/lab1/lab1.ipynb", "cluster/connect.py", "autograder/checks/lab1.py", "Makefile",
+    assert {"labs/lab1/lab1.ipynb", "cluster/connect.py", "selfcheck/checks/lab1.py", "Makefile",
             "README.md", "pyproject.toml"} <= set(files)
-    for gone in ("solutions/", "tests/", "autograder/corpus.py", "autograder/selftest.py", "autograder/pipeline.py",
-                 ".grading-secret", "secrets.json"):
+    for gone in ("solutions/", "tests/", "staff/", "autograder/", ".grading-secret", "secrets.json"):
         assert not any(f.startswith(gone) or f.endswith(gone) for f in files), gone
     answers = solution_lines()
     assert len(answers) > 50   # the solutions do have answers to look for
@@ -71,7 +70,7 @@ def test_a_lab_runs_from_the_kit(cluster, built):
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell(release[1].source),
         nbformat.v4.new_code_cell(blank_answer.source),
-        nbformat.v4.new_code_cell("import cluster, autograder\nprint(cluster.__file__, autograder.__file__)"),
+        nbformat.v4.new_code_cell("import cluster, selfcheck\nprint(cluster.__file__, selfcheck.__file__)"),
         nbformat.v4.new_code_cell("try:\n    grade('lab1-q1')\nexcept AssertionError as e:\n    print('CHECK SAID', e)"),
     ])
     env = dict(os.environ, PYTHONPATH=str(built), LAB_NAMESPACE="kit")

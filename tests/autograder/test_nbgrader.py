@@ -11,9 +11,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.corpus import scenarios
+from staff.corpus import scenarios
 from autograder.pipeline import SOLUTIONS, graded_parts
-from autograder.selftest import Case, run_via_nbgrader
+from staff.selftest import Case, run_via_nbgrader
 
 # (lab 1's solution and a mistake go through nbgrader's whole loop in test_nbgrader_loop.py)
 CASES = [("lab2", "solution"), ("lab2", "no-message-key"), ("lab5", "duplicates-counted"),

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.corpus import scenarios
+from staff.corpus import scenarios
 from autograder.pipeline import SOLUTIONS, graded_parts
 from cluster.settings import ROOT
 

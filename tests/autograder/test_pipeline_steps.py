@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from autograder.corpus import ATTACKS, SCENARIOS, find_cell
+from staff.corpus import ATTACKS, SCENARIOS, find_cell
 from autograder.pipeline import RELEASE, SOLUTIONS, Job, restore_tests
 from autograder.results import CheckResult, GradingResult
 
@@ -151,10 +151,10 @@ def test_every_corpus_entry_still_applies_to_its_lab(scenario):
     ("[(r['id'], type(r['t']).__name__) for r in parse(__import__('m').raw())]", "parse"),
     ("lab.topic('x')", "lab"),
     # a function passed to the grader's own code in the kernel: the argument, not the import
-    ("__import__('autograder.checks.lab9', fromlist=['_']).start_join(with_weather, 'a', 'b', 'n')", "with_weather"),
+    ("__import__('selfcheck.checks.lab9', fromlist=['_']).start_join(with_weather, 'a', 'b', 'n')", "with_weather"),
 ])
 def test_a_missing_answer_is_named_by_the_students_function(expr, name):
-    from autograder.errors import NotWritten, answer_name
+    from selfcheck.errors import NotWritten, answer_name
 
     assert answer_name(expr) == name
     assert f"`{name}` is not written yet" in str(NotWritten(expr))

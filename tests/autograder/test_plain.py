@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autograder.plain import NotPlain, plain, plain_repr
+from selfcheck.plain import NotPlain, plain, plain_repr
 
 Point = namedtuple("Point", "x y")
 

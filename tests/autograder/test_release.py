@@ -47,7 +47,7 @@ def test_one_label_per_graded_part_everywhere(lab):
     """The nbgrader cell id, the check's name and the handout heading are the same label."""
     import nbformat
 
-    from autograder.checks import checks_for
+    from selfcheck.checks import checks_for
     from autograder.pipeline import graded_parts
 
     nb = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)

@@ -57,7 +57,7 @@ def test_the_filesystem_shows_the_course_code_read_only_and_nothing_of_the_grade
         import os, pathlib
         root = pathlib.Path({str(ROOT)!r})
         print(sorted(os.listdir(root)))
-        for target in (root / "autograder" / "checks" / "lab1.py", pathlib.Path({sys.prefix!r}) / "x", pathlib.Path("/x")):
+        for target in (root / "selfcheck" / "checks" / "lab1.py", pathlib.Path({sys.prefix!r}) / "x", pathlib.Path("/x")):
             try:
                 target.write_text("pwned")
                 print("WROTE", target)
@@ -70,8 +70,9 @@ def test_the_filesystem_shows_the_course_code_read_only_and_nothing_of_the_grade
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     visible = eval(lines[0])
-    assert "solutions" not in visible and ".cluster" not in visible and ".grading-secret" not in visible
-    assert {"cluster", "autograder", "datasets"} <= set(visible)
+    for hidden in ("solutions", ".cluster", ".grading-secret", "autograder", "staff", "tests"):
+        assert hidden not in visible, hidden        # the grader and the staff's tools are not there at all
+    assert {"cluster", "selfcheck", "datasets"} <= set(visible)
     assert [ln for ln in lines if ln.startswith("refused")] == ["refused Read-only file system"] * 3
     assert (tmp_path / "mine.txt").read_text() == "ok"
     pids = eval(lines[-2].split(" ", 1)[1])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
-from autograder.checks.lab6 import compaction_case
+from selfcheck.checks.lab6 import compaction_case
 
 
 def kept(closed, active):
@@ -53,7 +53,7 @@ def test_every_latency_sample_takes_any_usual_percentile_and_rejects_max_and_mea
 
     import numpy as np
 
-    from autograder.checks.lab8 import acceptable, latency_sample
+    from selfcheck.checks.lab8 import acceptable, latency_sample
 
     def within(value, sample, q):
         lo, hi = acceptable(sample, q)
@@ -78,7 +78,7 @@ def test_lab9_reads_timestamps_as_utc_whatever_the_machines_time_zone(monkeypatc
     import time
     from datetime import datetime, timezone
 
-    from autograder.checks.lab9 import utc_text
+    from selfcheck.checks.lab9 import utc_text
 
     monkeypatch.setenv("TZ", "Asia/Kolkata")
     time.tzset()
@@ -100,7 +100,7 @@ def test_lab9_reads_a_partitioned_output_as_spark_does(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from autograder.checks.lab9 import committed_files, inside, partition_values
+    from selfcheck.checks.lab9 import committed_files, inside, partition_values
 
     out = tmp_path / "hourly"
     (out / "origin=JFK").mkdir(parents=True)
@@ -124,7 +124,7 @@ def test_lab10s_compatibility_truths_are_what_decoding_finds():
 
     from fastavro.utils import generate_many
 
-    from autograder.checks.lab10 import KINDS, WORD, avro_bytes, avro_record, changed, seeded_record, truth
+    from selfcheck.checks.lab10 import KINDS, WORD, avro_bytes, avro_record, changed, seeded_record, truth
 
     def decodes(writer, reader):
         try:
@@ -150,7 +150,7 @@ def test_lab10s_made_up_flights_round_trip_through_the_graders_contract():
     import random
     from types import SimpleNamespace
 
-    from autograder.checks.lab10 import avro_bytes, avro_record, flight_schema, made_up_flights, proto_bytes, proto_dict
+    from selfcheck.checks.lab10 import avro_bytes, avro_record, flight_schema, made_up_flights, proto_bytes, proto_dict
 
     for seed in range(300):
         for n in (3, 12):
@@ -169,7 +169,7 @@ def test_lab1_q6_measures_until_the_place_of_batched_sends_is_clear():
     ways come close: the check never decides on less than it needs."""
     import time
 
-    from autograder.checks.lab1 import BATCHED, MIN_ROUNDS, ROUNDS, batched_clearly_first, best_rates
+    from selfcheck.checks.lab1 import BATCHED, MIN_ROUNDS, ROUNDS, batched_clearly_first, best_rates
 
     def ways(batched_pause: float) -> tuple[dict, dict]:
         rounds = {"rpc": 0, "kafka one by one": 0, BATCHED: 0}
@@ -192,7 +192,7 @@ def ctx_of(seed: int) -> SimpleNamespace:
 
 
 def test_lab6_q4s_table_always_ends_with_a_deleted_key():
-    from autograder.checks.lab6 import table_case
+    from selfcheck.checks.lab6 import table_case
 
     for seed in range(2000):
         writes, table = table_case(ctx_of(seed))
@@ -202,7 +202,7 @@ def test_lab6_q4s_table_always_ends_with_a_deleted_key():
 def test_lab3_q1s_cases_tell_a_forgotten_sign_mask_and_pythons_hash():
     from kafka.partitioner.default import murmur2
 
-    from autograder.checks.lab3 import java_partition, partition_cases
+    from selfcheck.checks.lab3 import java_partition, partition_cases
 
     for seed in range(300):
         cases = partition_cases(ctx_of(seed))
@@ -212,7 +212,7 @@ def test_lab3_q1s_cases_tell_a_forgotten_sign_mask_and_pythons_hash():
 
 
 def test_lab9s_own_flights_have_distinct_ids_and_left_out_reports_leave_flights_without_weather():
-    from autograder.checks.lab9 import WINDOW, graders_flights, graders_weather, held_back, hour_of, iso, when
+    from selfcheck.checks.lab9 import WINDOW, graders_flights, graders_weather, held_back, hour_of, iso, when
     from cluster.lab import weather
 
     for seed in [780, 1242, 0, 1]:     # the first two once left no report of the hour to hold back in q5
@@ -238,7 +238,7 @@ def test_lab9s_late_flights_are_one_in_a_written_hour_and_one_older_than_the_wat
     time loses both."""
     from datetime import timedelta
 
-    from autograder.checks.lab9 import WINDOW, graders_flights, hour_of, late_events, when
+    from selfcheck.checks.lab9 import WINDOW, graders_flights, hour_of, late_events, when
 
     for seed in range(40):
         ctx = ctx_of(seed)

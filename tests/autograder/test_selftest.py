@@ -1,13 +1,13 @@
 """The grader grades its own corpus through its real CLI, six submissions at a time: every
 solution full marks, every blank release 0, every mistake and attack its expected score (see
-autograder/corpus.py). All cases are graded once, in parallel, by a fixture; each case is then
+staff/corpus.py). All cases are graded once, in parallel, by a fixture; each case is then
 its own test, so a failed one shows by name and the others still report. The labs that run
 Spark have their own module, test_selftest_heavy.py (the `heavy` layer)."""
 
 import pytest
 
-from autograder.checks import second_layer
-from autograder.selftest import case_names, grade_all, labs, verdict
+from selfcheck.checks import second_layer
+from staff.selftest import case_names, grade_all, labs, verdict
 
 LABS = [lab for lab in labs() if not second_layer(lab)]
 CASES = case_names(LABS)

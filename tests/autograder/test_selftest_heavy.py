@@ -7,8 +7,8 @@ test_selftest.py: every case its exact score, nothing left behind."""
 
 import pytest
 
-from autograder.checks import second_layer
-from autograder.selftest import case_names, grade_all, labs, verdict
+from selfcheck.checks import second_layer
+from staff.selftest import case_names, grade_all, labs, verdict
 
 pytestmark = [pytest.mark.timeout(2400), pytest.mark.slow, pytest.mark.heavy]
 

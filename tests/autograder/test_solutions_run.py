@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.checks import second_layer
+from selfcheck.checks import second_layer
 from autograder.pipeline import RELEASE, SOLUTIONS, course_labs
 
 # lab 9's notebook runs Spark for minutes, lab 10's a Connect worker: the `heavy` layer (make test-heavy)

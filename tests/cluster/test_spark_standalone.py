@@ -15,8 +15,8 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import NewTopic
 
-from autograder.checks import CheckFailed
-from autograder.checks.lab9 import WATERMARK, WINDOW, compare_hourly, committed_files, hourly_truth, utc_text, when
+from selfcheck.checks import CheckFailed
+from selfcheck.checks.lab9 import WATERMARK, WINDOW, compare_hourly, committed_files, hourly_truth, utc_text, when
 from autograder.pipeline import SOLUTIONS
 
 pytestmark = pytest.mark.heavy   # a master, a worker and lab 9's job: the `heavy` layer (make test-heavy)

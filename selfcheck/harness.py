@@ -1,6 +1,6 @@
 """Run a student's script, and crash it on purpose in the middle of a write.
 
-    python -m autograder.harness [--crash-on-write NAME:N] [--crash-on-send N] [--crash-after-commit N]
+    python -m selfcheck.harness [--crash-on-write NAME:N] [--crash-on-send N] [--crash-after-commit N]
                                  [--crash-after SECONDS] script.py ARGS...
 
 --crash-on-write NAME:N SIGKILL the script in the middle of the N-th write to a file whose name
@@ -164,7 +164,7 @@ def crash_after_commit(nth: int) -> None:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m autograder.harness", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m selfcheck.harness", description=__doc__.splitlines()[0])
     p.add_argument("--crash-on-write", metavar="NAME:N")
     p.add_argument("--crash-on-send", type=int, metavar="N")
     p.add_argument("--crash-after-commit", type=int, metavar="N")

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from cluster.safe_files import kind, list_dir, make_dirs, remove
 
-from ..sandbox import Limits
 from . import CheckFailed, Context, check, expect, in_sandbox
 from .kafka_state import graders_topic, read_all, short_name
 from .scripts import read_student_file, start, stop, wait
@@ -35,7 +34,7 @@ JOB_DEADLINE_S = 120           # one run of the job (Spark's start included)
 # Two Spark drivers at once (the kernel's and the job's): a grading's sandbox peaked at 306
 # threads and processes (its pids group's pids.peak), past the course's 256, where the job's JVM
 # died. Memory stays as it is, which holds both.
-SANDBOX_LIMITS = Limits(processes=768)
+SANDBOX_PROCESSES = 768     # the grader's sandbox limit for this lab (autograder.pipeline.sandbox_limits)
 # The self-test grades at most two lab 9 submissions at once: two Spark drivers each, whose
 # sandbox peaked at 1.3 GB (memory cgroup's max_usage), and a core while they run.
 GRADINGS_AT_ONCE = 2
@@ -118,7 +117,7 @@ def flights_topic(ctx: Context, events: list[dict], partitions: int = 3) -> str:
 
 
 KERNEL_SPARK = "__import__('cluster.spark', fromlist=['spark_session'])"
-IN_KERNEL = "__import__('autograder.checks.lab9', fromlist=['_'])"     # this module, in the student's kernel
+IN_KERNEL = "__import__('selfcheck.checks.lab9', fromlist=['_'])"     # this module, in the student's kernel
 SCHEMA = "id STRING, carrier STRING, origin STRING, dest STRING, tailnum STRING, dep_delay INT, dep_time TIMESTAMP"
 
 
@@ -318,7 +317,7 @@ def partition_values(folder: Path, file: Path) -> dict[str, str]:
 def read_output(ctx: Context) -> list[tuple]:
     """The job's rows (hour, origin, flights, avg_delay) as Spark would read the folder: read in
     the grading's sandbox (in_sandbox), as files the student's code wrote."""
-    return [tuple(r) for r in in_sandbox.call(ctx, "autograder.checks.lab9:output_rows", str(ctx.workdir))]
+    return [tuple(r) for r in in_sandbox.call(ctx, "selfcheck.checks.lab9:output_rows", str(ctx.workdir))]
 
 
 def output_rows(workdir: str) -> list[tuple]:
@@ -797,7 +796,7 @@ def batch_frame(rows: list[list]):
 
 def table_rows(ctx: Context) -> list[tuple]:
     """The student's table, read in the grading's sandbox (a file the student's code wrote)."""
-    return [tuple(r) for r in in_sandbox.call(ctx, "autograder.checks.lab9:sqlite_rows", str(ctx.workdir))]
+    return [tuple(r) for r in in_sandbox.call(ctx, "selfcheck.checks.lab9:sqlite_rows", str(ctx.workdir))]
 
 
 def sqlite_rows(workdir: str) -> list[tuple]:
@@ -847,7 +846,7 @@ def clear_table(ctx: Context) -> set[tuple[str, str]]:
     """Empty every table the notebook's own run left in the file (the batch ids a save_batch may
     keep beside the hours included; the file and the tables' layout stay: the student's kernel
     may hold the file open); the (hour, origin) keys of hourly. In the grading's sandbox."""
-    return {tuple(k) for k in in_sandbox.call(ctx, "autograder.checks.lab9:sqlite_clear", str(ctx.workdir))}
+    return {tuple(k) for k in in_sandbox.call(ctx, "selfcheck.checks.lab9:sqlite_clear", str(ctx.workdir))}
 
 
 def sqlite_clear(workdir: str) -> list[tuple[str, str]]:
@@ -885,7 +884,7 @@ def earlier_run_row(ctx: Context, hour: datetime) -> tuple | None:
     if hour_in_table(mine) != hour:
         return None
     row = (mine, "LGA", ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3))
-    added = in_sandbox.call(ctx, "autograder.checks.lab9:sqlite_insert", str(ctx.workdir), list(row))
+    added = in_sandbox.call(ctx, "selfcheck.checks.lab9:sqlite_insert", str(ctx.workdir), list(row))
     return row if added else None
 
 

@@ -1,7 +1,7 @@
 """python -m autograder selftest: the grader grades its own corpus through its real CLI.
 
 Every solution must score full marks, every blank release 0 (without crashing), and every
-scenario of autograder/corpus.py (mistakes and attacks) exactly its expected score, with the
+scenario of staff/corpus.py (mistakes and attacks) exactly its expected score, with the
 expected note. After every grading: no secret and no seed in what the student sees, and no
 process of the submission alive. After all of them: no course file changed, no file left
 where an attack tried to write, the brokers' settings unchanged. Runs several gradings at
@@ -25,14 +25,16 @@ import nbformat
 
 import psutil
 
+from autograder.pipeline import RELEASE, SOLUTIONS, course_labs, grading_secret, graded_parts
+from autograder.results import visible_scores
 from cluster.settings import ROOT
+from selfcheck.checks import checks_module
 
 from .corpus import Scenario, scenarios
-from .pipeline import RELEASE, SOLUTIONS, course_labs, grading_secret, graded_parts
-from .results import visible_scores
 
 # What attacks try to change: the course's own folders, and files outside any grading folder.
-WATCHED = ("solutions", "labs", "autograder", "cluster", "datasets", "pyproject.toml", "nbgrader_config.py")
+WATCHED = ("solutions", "labs", "autograder", "selfcheck", "staff", "cluster", "datasets", "pyproject.toml",
+           "nbgrader_config.py")
 ESCAPE_MARKERS = (Path("/tmp/kafka-course-escaped.txt"), Path("/course-escape.txt"), Path("/tmp/course-escape.txt"))
 
 CELL_TIMEOUT_S = 20      # short, so runaway cells cost little; the lab's cells take a few seconds
@@ -100,8 +102,6 @@ def run(case: Case, outdir: Path) -> Outcome:
     result = outdir / f"{case.lab}-{case.name}.json"
     cmd = [sys.executable, "-m", "autograder", "grade", case.lab, str(case.notebook), "--json", str(result),
            "--cell-timeout", str(CELL_TIMEOUT_S), "--total-timeout", str(TOTAL_TIMEOUT_S)]
-    from .checks import checks_module
-
     # the notebook's limit, plus what the lab's checks may take (lab 9 runs a Spark job three times)
     hung_after = TOTAL_TIMEOUT_S + getattr(checks_module(case.lab), "CHECKS_BUDGET_S", 120)
     start = time.monotonic()
@@ -256,8 +256,6 @@ def run_pooled(todo: list, tmp: Path, jobs: int) -> list:
     the longest, and a free slot takes the next case whose lab has room."""
     import threading
     from collections import Counter
-
-    from .checks import checks_module
 
     cap = {lab: getattr(checks_module(lab), "GRADINGS_AT_ONCE", None) for lab in {c.lab for c in todo}}
     pending = sorted(todo, key=lambda c: cap[c.lab] is None)

@@ -29,13 +29,13 @@ DEADLINE_S = 120
 MAX_RESULT_BYTES = 32 * 2**20   # of the JSON it returns; a lab's outputs are a few hundred rows
 
 _MAIN = ("import sys;sys.path.insert(0,sys.argv[1]);"
-         "from autograder.checks.in_sandbox import serve;serve()")
+         "from selfcheck.checks.in_sandbox import serve;serve()")
 
 
 def _function(name: str):
     """A function a checks module lists in its IN_SANDBOX (the ones that open the student's files)."""
     module, _, func = name.partition(":")
-    if not module.startswith("autograder.checks."):
+    if not module.startswith("selfcheck.checks."):
         raise ValueError(f"only the checks' own functions run here, not {name}")
     loaded = importlib.import_module(module)
     if func not in getattr(loaded, "IN_SANDBOX", ()):
@@ -44,7 +44,7 @@ def _function(name: str):
 
 
 def call(ctx: Context, name: str, *args: Any, memory_mb: int = MEMORY_MB, timeout: float = DEADLINE_S) -> Any:
-    """name(*args) ("autograder.checks.lab9:output_rows"), run in the grading's sandbox."""
+    """name(*args) ("selfcheck.checks.lab9:output_rows"), run in the grading's sandbox."""
     if ctx.sandbox is None:
         return json.loads(json.dumps(_function(name)(*args), default=str))   # the same values as when graded
     from cluster.settings import ROOT
@@ -100,9 +100,9 @@ def _read(stream, into: bytearray, limit: int) -> None:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    from ..sandbox import Jail
+    from .scripts import kill_tree
 
-    Jail(proc.pid).kill()
+    kill_tree(proc.pid)
     proc.wait(10)
 
 

@@ -4,10 +4,10 @@
 
 Writes DIR with the released labs (labs/, generated from solutions/ by nbgrader), the
 cluster (cluster/), the data (datasets/), the self-checks a test cell calls
-(`grade("lab1-q2")`), the set-up files (pyproject.toml, Makefile, docker-compose.yml) and
+(selfcheck/: `grade("lab1-q2")`), the set-up files (pyproject.toml, Makefile, docker-compose.yml) and
 JupyterLab settings that hide nbgrader's instructor menus (jupyter/).
-Left out: solutions/, the tests, the grading corpus and self-test, the grading pipeline,
-and any secret of the course (.grading-secret, a cluster's passwords).
+Left out: the grader (autograder/), the staff's tools (staff/: the corpus, the self-test),
+solutions/, the tests, and any secret of the course (.grading-secret, a cluster's passwords).
 
 Hand DIR out as it is (a zip, or a repository of its own for the class); students run
 `make lab` in it, as the README there says.
@@ -21,16 +21,11 @@ from pathlib import Path
 
 from cluster.settings import ROOT
 
-from .sandbox import STUDENT_SIDE
+from autograder import GRADER, STAFF, STUDENT
 
-# Files and folders copied as they are.
-COPIED = ("labs", "cluster", "datasets", "pyproject.toml", "docker-compose.yml", ".gitignore")
-# Of the autograder, students get STUDENT_SIDE: what a notebook's self-check uses, the same
-# files a grading sandbox shows. The grading pipeline, the corpus (its attacks and mistakes) and
-# the self-test stay with the course staff.
-LEFT_OUT = ("solutions", "tests", "bench", "nbgrader_config.py", ".grading-secret",
-            "autograder/corpus.py", "autograder/selftest.py", "autograder/pipeline.py",
-            "autograder/nbgrader_step.py", "autograder/kit.py")
+# Copied as they are: what students have (autograder.STUDENT, whole folders, the same the grading
+# sandbox shows) and the set-up files. Not the grader (autograder/) nor anything of the staff's.
+COPIED = (*STUDENT, "pyproject.toml", "docker-compose.yml", ".gitignore")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*_pb2*.py", "*.egg-info")
 
 # JupyterLab's settings for students (the folder `jupyter/`, put first on JUPYTER_CONFIG_PATH by
@@ -106,7 +101,8 @@ the brokers are doing; every error message of the kit says what to do next.
 def build(target: Path) -> Path:
     """Write the kit into `target` (replaced if it exists) and return it."""
     target = Path(target).resolve()
-    if target == ROOT or target in ROOT.parents or (target.parent == ROOT and target.name in (*COPIED, *LEFT_OUT)):
+    course = {*COPIED, *GRADER, *STAFF, "hub", "docs", "Makefile", "README.md"}
+    if target == ROOT or target in ROOT.parents or (target.parent == ROOT and target.name in course):
         raise ValueError(f"{target} is part of the course itself; choose another folder")
     if target.exists():
         shutil.rmtree(target)
@@ -117,13 +113,6 @@ def build(target: Path) -> Path:
             shutil.copytree(src, target / name, ignore=IGNORED)
         elif src.exists():
             shutil.copy2(src, target / name)
-    (target / "autograder").mkdir()
-    for name in STUDENT_SIDE:
-        src = ROOT / "autograder" / name
-        if src.is_dir():
-            shutil.copytree(src, target / "autograder" / name, ignore=IGNORED)
-        else:
-            shutil.copy2(src, target / "autograder" / name)
     for name, config in JUPYTER_CONFIG.items():
         (target / "jupyter" / name).parent.mkdir(parents=True, exist_ok=True)
         (target / "jupyter" / name).write_text(json.dumps(config, indent=2) + "\n")
@@ -139,5 +128,5 @@ def files(target: Path) -> list[str]:
 
 def main(target: str) -> int:
     out = build(Path(target))
-    print(f"Student kit written to {out}: {len(files(out))} files, without {', '.join(LEFT_OUT)}.")
+    print(f"Student kit written to {out}: {len(files(out))} files ({', '.join(COPIED)}).")
     return 0

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from cluster.safe_files import RefusedPath, read_bytes, tail_text
 
-from ..sandbox import Jail
 from . import CheckFailed, Context, expect
 
 SCRIPT_DEADLINE_S = 90
@@ -62,10 +61,10 @@ def script_path(ctx: Context, name: str) -> Path:
 
 def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_after: float | None = None,
           harness: list[str] = (), tag: str = "", stdin: bool = False) -> ScriptRun:
-    """Start `python -m autograder.harness [harness options] <name> args...` in the notebook's
-    folder (see autograder/harness.py for the crashes it plans)."""
+    """Start `python -m selfcheck.harness [harness options] <name> args...` in the notebook's
+    folder (see selfcheck/harness.py for the crashes it plans)."""
     script = script_path(ctx, name)
-    cmd = [sys.executable, "-m", "autograder.harness", *harness]
+    cmd = [sys.executable, "-m", "selfcheck.harness", *harness]
     if crash_on_write:
         cmd += ["--crash-on-write", crash_on_write]
     cmd += [str(script), *args]
@@ -102,8 +101,36 @@ def wait(run: ScriptRun, timeout: float = SCRIPT_DEADLINE_S) -> int:
     return CRASHED if code in (CRASHED, SANDBOX_KILLED) else code
 
 
+def kill_tree(pid: int, deadline_s: float = 5) -> None:
+    """Kill a process and everything under it, stopped ones included. For a sandbox's outer
+    process (bwrap) that takes its PID namespace down; a zombie counts as dead (whoever adopted
+    it reaps it in its own time)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return
+    for p in procs:
+        try:
+            p.resume()
+            p.kill()
+        except psutil.Error:
+            pass
+    deadline = time.monotonic() + deadline_s
+
+    def running(p) -> bool:
+        try:
+            return p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+    while time.monotonic() < deadline and any(running(p) for p in procs):
+        time.sleep(0.01)
+
+
 def stop(proc: subprocess.Popen) -> None:
     """Kill the run and everything it started (its sandbox, or its process tree)."""
     if proc.poll() is None:
-        Jail(proc.pid).kill()
+        kill_tree(proc.pid)
         proc.wait(10)

@@ -72,7 +72,7 @@ class Scenario:
 
     def notebook(self) -> nbformat.NotebookNode:
         """The scenario's notebook, built from the lab's solution (or blank release) on disk."""
-        from .pipeline import RELEASE, SOLUTIONS
+        from autograder.pipeline import RELEASE, SOLUTIONS
 
         def read(root):
             return nbformat.read(root / self.lab / f"{self.lab}.ipynb", as_version=4)
@@ -239,7 +239,7 @@ SCENARIOS = (
              "own kernel and prints a fake pass",
              (Edit("lab1-increase", "sub", "counts[key] = amt", "counts[key] = counts.get(key, 0) + amt"),
               Edit("lab1-increase", "after",
-                   "import autograder.checks as c\n"
+                   "import selfcheck.checks as c\n"
                    "c.expect = c.expect_equal = lambda *a, **k: None\n"
                    "c.grade = lambda label, *a: print(label, 'passed')\n"
                    "print('lab1-q1 passed (1.0 s)')")),
@@ -1428,7 +1428,7 @@ ATTACKS = (
     Scenario("rewrites-course-code", "lab1", "the blank release rewrites the grader's check library on disk "
              "so that every check passes, for the grader to import later",
              (Edit("lab1-setup", "after",
-                   "import autograder.checks as checks, pathlib\n"
+                   "import selfcheck.checks as checks, pathlib\n"
                    "path = pathlib.Path(checks.__file__)\n"
                    "path.write_text(path.read_text().replace('    if not ok:\\n', '    if False:\\n'))"),),
              fails("lab1-q1", "lab1-q2", "lab1-q3", "lab1-q4", "lab1-q5", "lab1-q6"), base="release",

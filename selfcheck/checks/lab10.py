@@ -31,7 +31,7 @@ SECOND_LAYER = True                   # q4 starts a Connect worker twice: the `h
 FLIGHTS = 12                          # seeded flights per check
 REGISTRY = "schemas"                  # the student's registry topic: lab.topic("schemas")
 ANSWERS = ("full", "backward", "forward", "none")
-IN_KERNEL = "__import__('autograder.checks.lab10', fromlist=['_'])"     # this module, in the student's kernel
+IN_KERNEL = "__import__('selfcheck.checks.lab10', fromlist=['_'])"     # this module, in the student's kernel
 
 
 @cache
@@ -57,7 +57,7 @@ def avro_record(data: bytes, writer: dict, reader: dict | None = None) -> dict:
 
 
 def proto_class():
-    from autograder.protos import messages
+    from selfcheck.protos import messages
 
     return messages("lab10", "flight_event.proto")["FlightEvent"]
 

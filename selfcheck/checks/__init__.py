@@ -173,7 +173,7 @@ def lab_of(label: str) -> str:
 
 
 def checks_module(lab: str):
-    return importlib.import_module(f"autograder.checks.{lab}")
+    return importlib.import_module(f"selfcheck.checks.{lab}")
 
 
 def second_layer(lab: str) -> bool:
