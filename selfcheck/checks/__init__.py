@@ -152,18 +152,25 @@ class Check:
     func: Callable[[Context], None]
     title: str
     # When grading, the student's kernel is frozen while its check runs, so nothing the student
-    # left running can act meanwhile; a check that calls a server living in the kernel (lab 1's
-    # gRPC service) keeps it running.
-    pause_kernel: bool = True
+    # left running can act meanwhile (write a file the check reads, join a group it watches).
+    # A check that needs the kernel running says why (lab 1's calls the gRPC server living in
+    # the kernel; lab 9's run Spark queries of the kernel's).
+    kernel_runs: str = ""
+
+    @property
+    def pause_kernel(self) -> bool:
+        return not self.kernel_runs
 
 
 REGISTRY: dict[str, Check] = {}
 
 
-def check(label: str, pause_kernel: bool = True):
-    """Register a check for one graded part; its docstring's first line is its title."""
+def check(label: str, kernel_runs: str = ""):
+    """Register a check for one graded part; its docstring's first line is its title.
+    kernel_runs: why the student's kernel must keep running during this check (it is frozen
+    otherwise, the default)."""
     def register(func):
-        REGISTRY[label] = Check(label, func, (func.__doc__ or label).strip().splitlines()[0], pause_kernel)
+        REGISTRY[label] = Check(label, func, (func.__doc__ or label).strip().splitlines()[0], kernel_runs.strip())
         return func
     return register
 

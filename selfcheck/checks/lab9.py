@@ -144,7 +144,7 @@ def batch_read(topic: str) -> str:
             f".options(**{KERNEL_SPARK}.kafka_options({topic!r})).load()")
 
 
-@check("lab9-q1", pause_kernel=False)   # the question runs Spark, a child of the kernel
+@check("lab9-q1", kernel_runs="the question runs Spark, a child of the kernel")
 def parses_values(ctx: Context) -> None:
     """parse(raw) turns the topic's JSON values into typed columns, dep_time a timestamp"""
     events = graders_flights(ctx)
@@ -208,7 +208,7 @@ def compare_hourly(found: list[tuple], truth: dict, required: set, what: str, hi
                  f"missing: {len(missing)} e.g. {missing[:2]}", hint=hint)
 
 
-@check("lab9-q2", pause_kernel=False)
+@check("lab9-q2", kernel_runs="the question runs Spark, a child of the kernel")
 def hourly_delays_in_batch(ctx: Context) -> None:
     """hourly_delays(flights) gives flights and average delay per origin and event-time hour"""
     events = graders_flights(ctx)
@@ -227,7 +227,7 @@ def hourly_delays_in_batch(ctx: Context) -> None:
                         "flights the count, avg_delay the mean of dep_delay. A watermark changes nothing in a batch.")
 
 
-@check("lab9-q4", pause_kernel=False)
+@check("lab9-q4", kernel_runs="the question runs Spark, a child of the kernel")
 def joins_airline_names(ctx: Context) -> None:
     """with_airline(flights, names) gives every flight its airline's name, and keeps flights of unknown airlines"""
     from cluster.lab import airlines
@@ -688,7 +688,7 @@ def held_back(ctx: Context, events: list[dict], reports: list[dict], hour: datet
     return ctx.rng.choice([r for r in of_hour if (r["origin"], r["time_hour"]) in busy and len(of_hour) > 1])
 
 
-@check("lab9-q5", pause_kernel=False)
+@check("lab9-q5", kernel_runs="the question runs Spark, a child of the kernel")
 def joins_the_weather(ctx: Context) -> str:
     """with_weather(flights, weather) joins two streams: each flight with the report of its airport and hour, and a state that does not grow forever"""
     events = graders_flights(ctx)
@@ -901,7 +901,7 @@ def sqlite_insert(workdir: str, row: list) -> bool:
     return True
 
 
-@check("lab9-q6", pause_kernel=False)
+@check("lab9-q6", kernel_runs="the question runs Spark, a child of the kernel")
 def upserts_each_batch(ctx: Context) -> str:
     """save_batch(batch, batch_id) keeps a table of hourly delays right through updates and a replayed micro-batch"""
     no_links(ctx.workdir, TABLE_FILE)
