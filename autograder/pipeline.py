@@ -210,7 +210,12 @@ def check_cluster(job: Job) -> None:
 def read_submission(job: Job) -> None:
     """The submission, bounded before it is parsed: a notebook over MAX_NOTEBOOK_BYTES (or a link,
     a pipe) is refused with an ordinary result, not read into the grader's memory."""
-    if job.submission is not None:   # given in memory (nbgrader's preprocessor)
+    if job.submission is not None:   # given in memory (nbgrader's preprocessor): the same bound, on its text
+        if len(nbformat.writes(job.submission).encode()) > MAX_NOTEBOOK_BYTES:
+            job.submission = None
+            raise StudentError(f"the notebook was not graded: it is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB "
+                               "(a lab's is well under that): clear large outputs (Edit > Clear All Outputs), save, "
+                               "and submit it again.")
         return
     path = job.notebook.absolute()
     try:
@@ -218,7 +223,7 @@ def read_submission(job: Job) -> None:
     except RefusedPath as e:
         raise StudentError(f"{job.notebook.name} was not read: it {e.why}. A lab's notebook is well under "
                            f"{MAX_NOTEBOOK_BYTES // 2**20} MB: clear large outputs (Edit > Clear All Outputs), "
-                           "save, and submit the file itself.") from None
+                           "save, and submit it again (the file itself, not a link).") from None
     if data is None:
         raise InfrastructureError(f"the notebook {job.notebook} does not exist")
     try:

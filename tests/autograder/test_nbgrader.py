@@ -19,7 +19,8 @@ from staff.selftest import Case, run_via_nbgrader
 CASES = [("lab2", "solution"), ("lab2", "no-message-key"), ("lab5", "duplicates-counted"),
          # attacks on nbgrader's own way of grading, and on ours
          ("lab1", "tampers-with-checks"), ("lab1", "runs-instructor-solutions"),
-         ("lab1", "guesses-with-test-cell-copies"), ("lab1", "rewrites-course-code")]
+         ("lab1", "guesses-with-test-cell-copies"), ("lab1", "rewrites-course-code"),
+         ("lab1", "notebook-of-many-megabytes")]
 
 
 def case(lab: str, name: str, folder: Path) -> Case:

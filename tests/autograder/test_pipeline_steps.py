@@ -194,6 +194,12 @@ def test_a_notebook_is_bounded_before_it_is_parsed(tmp_path):
     nbformat.write(big, tmp_path / "big.ipynb")
     with pytest.raises(StudentError, match="MB: clear large outputs"):
         read(tmp_path / "big.ipynb")
+    from autograder.pipeline import read_submission
+
+    given = Job("lab0", None, submission=big)     # nbgrader's preprocessor hands it over in memory
+    given.result = GradingResult("lab0", "x.ipynb")
+    with pytest.raises(StudentError, match="larger than 8 MB"):
+        read_submission(given)
     (tmp_path / "link.ipynb").symlink_to(ok)
     with pytest.raises(StudentError, match="is a link"):
         read(tmp_path / "link.ipynb")
