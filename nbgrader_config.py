@@ -16,6 +16,10 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*_pb2
 # Collect believes the machine, not the submission: who owns it, when it arrived, and no links
 # (a link to the solutions would be copied as the instructor). See autograder/exchange.py.
 c.ExchangeFactory.collect = "autograder.exchange.CheckedCollect"
+# Files over 10 MB are not copied (collect, autograde): nbgrader parses a notebook in its own
+# process before the grader sees it, and a 21 MB one took 880 MB there. The grader refuses
+# notebooks over 8 MB itself, with a message (autograder/pipeline.py MAX_NOTEBOOK_BYTES).
+c.CourseDirectory.max_file_size = 10 * 1024      # kilobytes
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
 # Autograding runs the grader's own pipeline instead of nbgrader's Execute step: the student's

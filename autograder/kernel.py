@@ -38,7 +38,8 @@ from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
 from traitlets import default
 
-from selfcheck.errors import CheckFailed, DemoName, MissingAnswer, NotPlainValue, NotWritten, answer_name
+from selfcheck.errors import (CheckFailed, DemoName, MissingAnswer, NotPlainValue, NotWritten, RaisedInKernel,
+                              answer_name)
 
 from .sandbox import Jail, Sandbox
 
@@ -50,6 +51,11 @@ MAX_OUTPUT_BYTES = 1_000_000  # of messages per cell; the rest is dropped
 MAX_NOTEBOOK_OUTPUT_BYTES = 20_000_000  # of messages of the whole notebook (many cells, each under the cap)
 MAX_MESSAGE_BYTES = 16 * 2**20  # one message from the kernel, at the socket
 MAX_VALUE_CHARS = 4_000_000  # the repr of one value a check reads
+# Parsing a literal takes a few hundred bytes per character at worst (a list of a million zeros
+# took the grader to 1 GB): a value longer than this is parsed in a child process of its own,
+# with PARSE_MEMORY_MB, and handed back in marshal's form.
+PARSE_HERE_CHARS = 200_000
+PARSE_MEMORY_MB = 2048
 DEMO_TAG = "demo"            # the course's observation-only cells: nothing graded depends on them
 
 
@@ -69,6 +75,33 @@ def defined_in_demo(nb, name: str) -> bool:
                     or isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name):
                 return True
     return False
+
+
+_PARSE = ("import ast, marshal, resource, sys\n"
+          "limit = int(sys.argv[1]) * 2**20\n"
+          "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+          "try:\n"
+          "    value = ast.literal_eval(ast.literal_eval(sys.stdin.read()))\n"
+          "except MemoryError:\n"
+          "    sys.exit(3)\n"
+          "sys.stdout.buffer.write(marshal.dumps(value))\n")
+
+
+def parse_value(text: str):
+    """The plain value a kernel's reply holds (the repr of the repr of a literal). MemoryError if
+    it is too large to hold; ValueError and the like if it is not a literal."""
+    import marshal
+    import subprocess
+
+    if len(text) <= PARSE_HERE_CHARS:
+        return ast.literal_eval(ast.literal_eval(text))
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", _PARSE, str(PARSE_MEMORY_MB)], input=text.encode(),
+                         capture_output=True, timeout=120)
+    if out.returncode == 3:
+        raise MemoryError
+    if out.returncode != 0:
+        raise ValueError("not a literal")
+    return marshal.loads(out.stdout)      # written by our own child, from literals only
 
 
 class CappedKernelClient(AsyncKernelClient):
@@ -325,14 +358,16 @@ class KernelSession:
                 raise MissingAnswer(answer_name(expr), err)
             if name == "NotImplementedError":
                 raise NotWritten(expr)
-            raise CheckFailed(f"`{expr}` raised {name}: {err}",
-                              hint="Fix the error in your code, then run the notebook again from the top.")
+            raise RaisedInKernel(expr, name, err)
         text = str(result.get("data", {}).get("text/plain", ""))
         if len(text) > MAX_VALUE_CHARS:
             raise CheckFailed(f"`{expr}` is too large to check ({len(text):,} characters; at most "
                               f"{MAX_VALUE_CHARS:,})", hint="Keep only what the question asks for.")
         try:
-            found = ast.literal_eval(ast.literal_eval(text))
+            found = parse_value(text)
+        except MemoryError:
+            raise CheckFailed(f"`{expr}` is too large to check (it holds too many items)",
+                              hint="Keep only what the question asks for.") from None
         except Exception:   # not a literal, or nested too deep for the parser
             raise CheckFailed(f"`{expr}` is not a plain value (number, string, bytes, list, dict ...)",
                               found=text[:200]) from None

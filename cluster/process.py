@@ -26,10 +26,24 @@ STORAGE_TOOL = "kafka.tools.StorageTool"
 
 
 def properties(values: dict) -> str:
-    """Java properties text (a backslash or a newline in a value is escaped)."""
-    def escaped(v) -> str:
-        return str(v).replace("\\", "\\\\").replace("\n", "\\n")
-    return "".join(f"{k}={escaped(v)}\n" for k, v in values.items())
+    """Java properties text, one line per key whatever a key or value holds: Java ends a line
+    at \\n, \\r or both, so every control or non-ASCII character is written as an escape
+    (\\uXXXX), a backslash doubled, and a key's separators (=, :, space) and comment marks
+    escaped, so no value can start a setting of its own."""
+    def escaped(v, key: bool = False) -> str:
+        out = []
+        for ch in str(v):
+            if ch == "\\":
+                out.append("\\\\")
+            elif ch < " " or ch > "~":
+                units = ch.encode("utf-16-be")     # one unit, or a surrogate pair beyond the BMP
+                out.append("".join(f"\\u{int.from_bytes(units[i:i + 2], 'big'):04x}" for i in range(0, len(units), 2)))
+            elif key and ch in "=: #!":
+                out.append("\\" + ch)
+            else:
+                out.append(ch)
+        return "".join(out)
+    return "".join(f"{escaped(k, key=True)}={escaped(v)}\n" for k, v in values.items())
 
 
 def write_private(path: Path, text: str) -> None:

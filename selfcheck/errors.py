@@ -85,3 +85,13 @@ class NotPlainValue(CheckFailed):
         super().__init__(f"`{expr}` is {why}",
                          hint="Keep the answer in numbers, strings, lists, tuples, sets or dicts (numpy and pandas "
                               "values, Counter and defaultdict are fine too).")
+
+
+class RaisedInKernel(CheckFailed):
+    """The student's code raised while a check read `expr`: a check that asks whether it raises
+    (a registry refusing a schema) catches this one; others report it as a failure."""
+
+    def __init__(self, expr: str, ename: str, evalue: str):
+        super().__init__(f"`{expr}` raised {ename}: {evalue}",
+                         hint="Fix the error in your code, then run the notebook again from the top.")
+        self.ename, self.evalue = ename, evalue

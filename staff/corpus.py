@@ -1585,6 +1585,23 @@ ATTACKS = (
                    "bomb.send(lab.topic('schemas'), key=b'zz-bomb', value=bytes(200 * 2**20)).get(timeout=60)\n"
                    "bomb.close()\ndel bomb"),),
              fails("lab10-q3")),
+    Scenario("replaces-the-graders-helpers-in-the-kernel", "lab10", "a registry that accepts every version, "
+             "and a cell that replaces, in the kernel, every function of the course's lab 10 checks that could "
+             "say it did not raise (found by a reviewer on a grader that asked a helper in the kernel)",
+             (Edit("lab10-registry", "sub", "    if False:\n",
+                   "    if versions and not can_read(versions[-1][\"schema\"], schema):\n"),
+              Edit("lab10-registry", "after",
+                   "import selfcheck.checks.lab10 as course_checks\n"
+                   "for name in ('refused', 'raised', 'attempt'):\n"
+                   "    setattr(course_checks, name, lambda *a, **k: 'ValueError')\n")),
+             fails("lab10-q3")),
+    Scenario("connector-setting-smuggled-in-a-value", "lab10", "source_config's batch.size carries a carriage "
+             "return and settings of its own (the worker's REST password file as the source's file), which Java "
+             "would read as lines of their own (found by a reviewer)",
+             (Edit("lab10-connect", "sub", '"tasks.max": "1", "file": path, "topic": topic,\n'
+                   '            "batch.size": "2000\\rfile=" + path.rsplit("/", 1)[0] + "/worker/rest-users.properties"}',
+                   '"tasks.max": "1", "file": path, "topic": topic}'),),
+             fails("lab10-q4")),
     Scenario("notebook-of-many-megabytes", "lab1", "the solution with a cell holding 9 MB of text: refused "
              "before it is parsed, with a message, as any notebook over the size the README states",
              (Edit("lab1-setup", "after", "padding = '" + "0" * 9 * 2**20 + "'"),),

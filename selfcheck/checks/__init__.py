@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol
 
 from cluster.connect import admin_client, qualify
 
-from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten, answer_name  # noqa: F401 - the checks' vocabulary
+from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten, RaisedInKernel, answer_name  # noqa: F401 - the checks' vocabulary
 from ..plain import NotPlain, plain
 
 DEFAULT_SEED = 6544  # self-checks in a student's kernel; grading uses the course's secret seed
@@ -59,8 +59,7 @@ class LocalSubmission:
         except NotImplementedError:
             raise NotWritten(expr) from None
         except Exception as e:
-            raise CheckFailed(f"`{expr}` raised {type(e).__name__}: {e}",
-                              hint="Fix the error in your code, then run this test again.") from None
+            raise RaisedInKernel(expr, type(e).__name__, str(e)[:500]) from None
         try:
             return plain(found)     # numpy, pandas, Counter ...: judged by value, as when graded
         except NotPlain as e:

@@ -45,13 +45,15 @@ PATCHED = {
     "kafka.record.legacy_records": ("gzip_decode", "snappy_decode", "lz4_decode"),
 }
 
-_limit: ContextVar[int | None] = ContextVar("decompressed_batch_limit", default=None)
+# [the bound, what is left of it]: one budget for every batch decompressed within one
+# decompression_bound() (one poll), so many batches of a poll cannot add up past it either.
+_budget: ContextVar[list[int] | None] = ContextVar("decompression_budget", default=None)
 _installed = False
 _install_lock = threading.Lock()
 
 
 class BatchTooLarge(Exception):
-    """A record batch decompresses to more than the bound in force."""
+    """A record batch decompresses to more than what is left of the bound in force."""
 
     def __init__(self, limit: int, compressed: int):
         super().__init__(f"a record batch of {compressed:,} bytes decompresses to more than {limit:,} bytes")
@@ -63,15 +65,15 @@ class _Exceeded(Exception):
 
 
 def bounded_poll(consumer, topic: str, timeout_ms: int, **kwargs) -> dict:
-    """consumer.poll(...) with no batch decompressed past MAX_BATCH_BYTES; a larger one is a
-    CheckFailed naming the topic."""
+    """consumer.poll(...) decompressing at most MAX_BATCH_BYTES in all (one batch or many: a poll
+    may hold hundreds); more is a CheckFailed naming the topic."""
     try:
         with decompression_bound():
             return consumer.poll(timeout_ms=timeout_ms, **kwargs)
     except BatchTooLarge as e:
         bound = f"{e.limit / 2**20:g} MiB"
-        raise CheckFailed(f"a record batch of {topic} decompresses to more than {bound}",
-                          expected=f"record batches of at most {bound} once decompressed",
+        raise CheckFailed(f"the record batches of {topic} decompress to more than {bound} at a time",
+                          expected=f"at most {bound} once decompressed",
                           found=f"{e.compressed:,} compressed bytes that decompress to more than {bound}",
                           hint="Send records of a few kB; a lab's topics hold a few megabytes. Compression does "
                                "not change that: the grader reads each batch as it is once decompressed.") from None
@@ -79,14 +81,15 @@ def bounded_poll(consumer, topic: str, timeout_ms: int, **kwargs) -> dict:
 
 @contextlib.contextmanager
 def decompression_bound(limit: int | None = None):
-    """Within: a record batch kafka-python decompresses in this thread (or task) raises
-    BatchTooLarge once its output passes `limit` bytes (MAX_BATCH_BYTES unless given)."""
+    """Within: the record batches kafka-python decompresses in this thread (or task) may add up
+    to `limit` bytes (MAX_BATCH_BYTES unless given); the one that passes it raises BatchTooLarge."""
     _install()
-    token = _limit.set(limit or MAX_BATCH_BYTES)
+    limit = limit or MAX_BATCH_BYTES
+    token = _budget.set([limit, limit])
     try:
         yield
     finally:
-        _limit.reset(token)
+        _budget.reset(token)
 
 
 def _install() -> None:
@@ -109,13 +112,15 @@ def _install() -> None:
 
 def _gated(original, bounded):
     def decode(payload):
-        limit = _limit.get()
-        if limit is None:
+        budget = _budget.get()
+        if budget is None:
             return original(payload)
         try:
-            return bounded(payload, limit)
+            out = bounded(payload, budget[1])
         except _Exceeded:
-            raise BatchTooLarge(limit, len(payload)) from None
+            raise BatchTooLarge(budget[0], len(payload)) from None
+        budget[1] -= len(out)
+        return out
 
     decode.__name__ = decode.__qualname__ = f"bounded_{original.__name__}"
     decode.__wrapped__ = original

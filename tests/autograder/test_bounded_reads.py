@@ -101,7 +101,7 @@ def test_a_compression_bomb_is_a_clear_failure_and_the_grader_stays_small(ctx, c
           f"peak after {peak_rss() / 2**20:.0f} MiB, growth at most {growth / 2**20:.0f} MiB")
     assert growth < GROWTH_LIMIT, f"reading the bomb took the grader up by {growth:,} bytes"
     e = failed.value
-    assert e.what == f"a record batch of {topic} decompresses to more than 64 MiB", e.what
+    assert e.what == f"the record batches of {topic} decompress to more than 64 MiB at a time", e.what
     assert "compressed bytes" in e.found and "Send records of a few kB" in e.hint
 
 
@@ -136,7 +136,7 @@ def test_a_batch_over_the_bound_fails_where_the_checks_read_and_nowhere_else(ctx
     topic = new_topic(ctx, f"over-{codec}")
     value = b"0123456789" * (2 * 2**20 // 10)
     produce(ctx, topic, codec, [(b"over", value)], max_request_size=4 * 2**20)
-    message = f"a record batch of {topic} decompresses to more than 1 MiB"
+    message = f"the record batches of {topic} decompress to more than 1 MiB at a time"
 
     with pytest.raises(CheckFailed) as failed:
         read_all(ctx, f"over-{codec}")
@@ -152,7 +152,7 @@ def test_a_batch_over_the_bound_fails_where_the_checks_read_and_nowhere_else(ctx
         produce(ctx, bench.topic, codec, [(b"over", value)], max_request_size=4 * 2**20)
         with pytest.raises(CheckFailed) as failed:
             bench.trip()
-        assert failed.value.what == f"a record batch of {bench.topic} decompresses to more than 1 MiB"
+        assert failed.value.what == f"the record batches of {bench.topic} decompress to more than 1 MiB at a time"
     finally:
         bench.close()
 
@@ -180,6 +180,23 @@ def encoders():
             "lz4": kafka.codec.lz4_encode, "zstd": kafka.codec.zstd_encode}
 
 
+def test_many_batches_of_one_poll_share_the_bound(ctx):
+    """Twelve batches of 200 KB each (one record a batch, sent one by one), none past a bound of
+    1 MiB alone, 2.4 MB together: a poll that decompresses them all fails (found by a reviewer: 20
+    batches of 60 MiB took the grader to 1.4 GB when each batch had a bound of its own)."""
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(bounded_reads, "MAX_BATCH_BYTES", 2**20)
+    try:
+        topic = new_topic(ctx, "many-batches")
+        for i in range(12):
+            produce(ctx, topic, "zstd", [(b"k%d" % i, b"%09d" % i * (200_000 // 9))], linger_ms=0)
+        with pytest.raises(CheckFailed) as failed:
+            read_all(ctx, "many-batches")
+        assert failed.value.what == f"the record batches of {topic} decompress to more than 1 MiB at a time"
+    finally:
+        monkeypatch.undo()
+
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_the_bounded_decoders_give_what_kafka_codec_gives_up_to_the_bound(codec):
     import kafka.codec
@@ -189,15 +206,18 @@ def test_the_bounded_decoders_give_what_kafka_codec_gives_up_to_the_bound(codec)
     data = random.Random(0).randbytes(100_000) + bytes(limit - 100_000)   # exactly the bound
     packed = encoders()[codec](data)
     with decompression_bound(limit):
-        decode = getattr(default_records, f"{codec}_decode")
+        decode = getattr(default_records, f"{codec}_decode")     # bounded from the first decompression_bound on
         assert bytes(decode(packed)) == getattr(kafka.codec, f"{codec}_decode")(packed) == data
-        with pytest.raises(BatchTooLarge):
-            decode(encoders()[codec](data + b"x"))
-        if codec == "snappy":   # a raw block, without kafka's (xerial) framing
-            raw = kafka.codec.snappy_encode(data, xerial_compatible=False)
+        with pytest.raises(BatchTooLarge):     # the budget is spent: one byte more fails
+            decode(encoders()[codec](b"x"))
+    with decompression_bound(limit), pytest.raises(BatchTooLarge):
+        decode(encoders()[codec](data + b"x"))
+    if codec == "snappy":   # a raw block, without kafka's (xerial) framing
+        raw = kafka.codec.snappy_encode(data, xerial_compatible=False)
+        with decompression_bound(limit):
             assert bytes(decode(raw)) == data
-            with pytest.raises(BatchTooLarge):
-                decode(kafka.codec.snappy_encode(data + b"x", xerial_compatible=False))
+        with decompression_bound(limit), pytest.raises(BatchTooLarge):
+            decode(kafka.codec.snappy_encode(data + b"x", xerial_compatible=False))
 
 
 def test_the_bound_holds_only_where_it_is_set():

@@ -208,3 +208,21 @@ def test_a_notebook_is_bounded_before_it_is_parsed(tmp_path):
     os.mkfifo(tmp_path / "pipe.ipynb")
     with pytest.raises(StudentError, match="not an ordinary file"):
         read(tmp_path / "pipe.ipynb")
+
+
+def test_a_large_value_is_parsed_out_of_the_graders_memory(monkeypatch):
+    """A value of a million small items (a few MB of text, a GB to parse) is parsed by a child
+    process with its own memory limit: the grader gets the value, or MemoryError, and stays small."""
+    import resource
+
+    import autograder.kernel as kernel
+
+    text = repr(repr(("ok", [0] * 999_999)))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    found = kernel.parse_value(text)
+    assert found == ("ok", [0] * 999_999)
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 < 200 * 2**20
+    monkeypatch.setattr(kernel, "PARSE_MEMORY_MB", 200)
+    with pytest.raises(MemoryError):
+        kernel.parse_value(text)
+    assert kernel.parse_value(repr(repr(("ok", {"a": (1.5, b"x", {3}, None)})))) == ("ok", {"a": (1.5, b"x", {3}, None)})
