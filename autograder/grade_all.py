@@ -28,7 +28,17 @@ from .results import visible_scores
 
 logger = logging.getLogger(__name__)
 EXIT_INFRASTRUCTURE = 2
-GRADING_DEADLINE_S = TOTAL_TIMEOUT_S + 120    # the notebook's own limit, and the grader's steps around it
+STEPS_S = 120             # the grader's steps around the notebook (cluster check, clean-up)
+STOP_GRACE_S = 60         # a grading past its deadline gets SIGTERM (it cleans up: user, topics, folders), then SIGKILL
+DEFAULT_CHECKS_BUDGET_S = 120
+
+
+def grading_deadline(lab: str) -> float:
+    """How long one grading of `lab` may take: the notebook's limit, what the lab's checks may
+    take (lab 9 runs a Spark job three times), and the steps around them."""
+    from selfcheck.checks import checks_module
+
+    return TOTAL_TIMEOUT_S + getattr(checks_module(lab), "CHECKS_BUDGET_S", DEFAULT_CHECKS_BUDGET_S) + STEPS_S
 
 
 @dataclass
@@ -95,10 +105,11 @@ def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
     start, problem = time.monotonic(), ""
     for attempt in range(1, retries + 2):
         results.unlink(missing_ok=True)
+        deadline = grading_deadline(lab)
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=GRADING_DEADLINE_S)
+            proc = run_to_deadline(cmd, deadline)
         except subprocess.TimeoutExpired:
-            problem = f"the grading did not end within {GRADING_DEADLINE_S:.0f} s"
+            problem = f"the grading did not end within {deadline:.0f} s (stopped, and cleaned up)"
         else:
             with open(log, "a") as f:   # every attempt's output, for staff
                 f.write(f"===== attempt {attempt}: exit {proc.returncode}\n{proc.stdout}{proc.stderr}")
@@ -117,6 +128,24 @@ def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
                 break
     results.unlink(missing_ok=True)   # no score for a grading that did not happen
     return Graded(sub.student, "not graded", {}, time.monotonic() - start, problem, attempts=attempt)
+
+
+def run_to_deadline(cmd: list[str], deadline_s: float) -> subprocess.CompletedProcess:
+    """Run one grading; past its deadline, SIGTERM (the grader then deletes the grading's Kafka
+    user, topics, own cluster and folders), and SIGKILL only if that takes over STOP_GRACE_S.
+    TimeoutExpired when the deadline passed."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def kept(sub: Submission, out: Path) -> Graded:

@@ -129,3 +129,20 @@ def test_a_cluster_that_is_down_scores_nobody(tmp_path):
     assert all(row["status"] == "not graded" and row["total"] == "" and row["problem"] for row in book.values()), book
     assert not list((tmp_path / "grades").glob("*/results.json"))   # no zero written anywhere
     assert "NOT GRADED ada" in proc.stdout and "run grade-all again" in proc.stdout
+
+
+def test_a_grading_past_its_deadline_is_stopped_so_that_it_cleans_up(tmp_path):
+    """SIGTERM first (the grader deletes its Kafka user, topics, own cluster and folders on it),
+    SIGKILL only after the grace: a SIGKILL alone left a lab 7 grading's brokers running."""
+    import subprocess
+
+    from autograder.grade_all import grading_deadline, run_to_deadline
+
+    marker = tmp_path / "cleaned"
+    code = ("import signal, sys, time, pathlib\n"
+            f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(marker)!r}).write_text('yes'), sys.exit(1)))\n"
+            "time.sleep(60)\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_to_deadline([sys.executable, "-c", code], deadline_s=1)
+    assert marker.read_text() == "yes"
+    assert grading_deadline("lab9") > grading_deadline("lab1") >= 300 + 120
