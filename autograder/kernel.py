@@ -18,8 +18,11 @@ import ast
 import json
 import os
 import re
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from contextlib import ExitStack, contextmanager
@@ -49,7 +52,9 @@ KILL_GRACE_S = 5             # a cell still running this long after its interrup
 VALUE_TIMEOUT_S = 30         # one value read by a check
 MAX_OUTPUT_BYTES = 1_000_000  # of messages per cell; the rest is dropped
 MAX_NOTEBOOK_OUTPUT_BYTES = 20_000_000  # of messages of the whole notebook (many cells, each under the cap)
-MAX_MESSAGE_BYTES = 16 * 2**20  # one message from the kernel, at the socket
+MAX_MESSAGE_BYTES = 16 * 2**20  # one part of a message from the kernel, at the socket
+MAX_RELAYED_BYTES = 24 * 2**20  # one whole message (all its parts), passed on by the relay
+RELAY_MEMORY_MB = 512           # the relay's own bound: a larger message ends the relay, not the grader
 MAX_VALUE_CHARS = 4_000_000  # the repr of one value a check reads
 # Parsing a literal takes a few hundred bytes per character at worst (a list of a million zeros
 # took the grader to 1 GB): a value longer than this is parsed in a child process of its own,
@@ -91,7 +96,6 @@ def parse_value(text: str):
     """The plain value a kernel's reply holds (the repr of the repr of a literal). MemoryError if
     it is too large to hold; ValueError and the like if it is not a literal."""
     import marshal
-    import subprocess
 
     if len(text) <= PARSE_HERE_CHARS:
         return ast.literal_eval(ast.literal_eval(text))
@@ -133,10 +137,48 @@ class SandboxKernelManager(AsyncKernelManager):
 
     owner: int | None = None
 
+    relay: subprocess.Popen | None = None    # autograder/kernel_relay.py, between the kernel and us
+    relay_dir: str | None = None             # the relay's sockets and log: a folder of the grader's own
+
     def write_connection_file(self, **kwargs) -> None:
         super().write_connection_file(**kwargs)
         if self.owner is not None:
             os.chown(self.connection_file, self.owner, self.owner)
+        if self.relay is None:
+            self._start_relay()
+
+    def _start_relay(self) -> None:
+        """Every socket of ours (the client's, the manager's control socket) connects to the relay,
+        which alone receives what the kernel sends."""
+        from cluster.settings import ROOT
+
+        from .kernel_relay import CHANNELS
+
+        self.relay_dir = tempfile.mkdtemp(prefix="grade-relay-")
+        kernel_ip = self.ip
+        with open(os.path.join(self.relay_dir, "relay.log"), "wb") as log:   # grader-only: its own folder
+            self.relay = subprocess.Popen(
+                [sys.executable, "-m", "autograder.kernel_relay", kernel_ip, self.relay_ip(),
+                 *(str(getattr(self, f"{c}_port")) for c in CHANNELS), str(MAX_RELAYED_BYTES), str(RELAY_MEMORY_MB)],
+                cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+
+    def relay_ip(self) -> str:
+        return os.path.join(self.relay_dir, "k")
+
+    def _make_url(self, channel: str) -> str:
+        if self.relay_dir is None:
+            return super()._make_url(channel)
+        return f"ipc://{self.relay_ip()}-{getattr(self, f'{channel}_port')}"
+
+    def client(self, **kwargs):
+        return super().client(**{**kwargs, "ip": self.relay_ip()} if self.relay_dir else kwargs)
+
+    def stop_relay(self) -> None:
+        if self.relay is not None and self.relay.poll() is None:
+            self.relay.kill()
+            self.relay.wait(10)
+        if self.relay_dir:
+            shutil.rmtree(self.relay_dir, ignore_errors=True)
 
 
 class LimitedClient(NotebookClient):
@@ -204,14 +246,19 @@ class KernelSession:
         # The kernel's own stdout and stderr (ZMQ and gRPC chatter) are not the student's output;
         # they go to a log, shown to staff if the kernel cannot start.
         self.stderr_log = self.workdir / ".kernel-stderr.log"
-        with open(self.stderr_log, "wb") as err:
-            try:
+        self._stack.callback(self.client.km.stop_relay)   # the last thing undone, after the kernel
+        try:
+            with open(self.stderr_log, "wb") as err:
                 # nbclient's own clean-up of channels and files, on the way out
                 self._stack.enter_context(errors_on_exit_ignored(
                     self.client.setup_kernel(env=self.env, stdout=err, stderr=err)))
-            except RuntimeError as e:
-                tail = self.stderr_log.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"the grading kernel did not start ({e}); its stderr ends with:\n{tail}") from None
+        except RuntimeError as e:
+            self._stack.close()
+            tail = self.stderr_log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the grading kernel did not start ({e}); its stderr ends with:\n{tail}") from None
+        except BaseException:
+            self._stack.close()
+            raise
         proc = getattr(getattr(self.client.km, "provisioner", None), "process", None)
         self.jail = self.sandbox.jail(getattr(proc, "pid", None))
         # Runs first: a frozen or runaway kernel would only delay a polite shutdown.
@@ -222,7 +269,8 @@ class KernelSession:
         self._stack.close()
 
     def alive(self) -> bool:
-        return self.jail.alive() and self.log.dead_at is None and self.log.killed_at is None
+        relay = self.client.km.relay
+        return (relay is None or relay.poll() is None) and self.jail.alive() and self.log.dead_at is None and self.log.killed_at is None
 
     # --- running ---------------------------------------------------------------------------
     def _reply(self, msg_id: str, timeout: float) -> dict | None:

@@ -1602,6 +1602,14 @@ ATTACKS = (
                    '            "batch.size": "2000\\rfile=" + path.rsplit("/", 1)[0] + "/worker/rest-users.properties"}',
                    '"tasks.max": "1", "file": path, "topic": topic}'),),
              fails("lab10-q4")),
+    Scenario("floods-the-grader-with-a-many-part-message", "lab1", "a cell sends, through the kernel's own "
+             "session, one output message of thirty 15 MB parts (each under ZeroMQ's per-part cap); the grader "
+             "must not hold it (found by a reviewer: 2.3 GB); the relay drops it",
+             (Edit("lab1-increase", "after",
+                   "k = get_ipython().kernel\n"
+                   "k.session.send(k.iopub_socket, 'display_data', content={'data': {'text/plain': 'x'}, "
+                   "'metadata': {}}, parent=k.get_parent('shell'), buffers=[bytes(15 * 2**20)] * 30)\n"),),
+             fails()),
     Scenario("notebook-of-many-megabytes", "lab1", "the solution with a cell holding 9 MB of text: refused "
              "before it is parsed, with a message, as any notebook over the size the README states",
              (Edit("lab1-setup", "after", "padding = '" + "0" * 9 * 2**20 + "'"),),
