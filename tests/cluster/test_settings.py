@@ -59,7 +59,7 @@ def test_own_clusters_never_share_a_port():
 
 
 def kit_sources():
-    for folder in ("autograder", "cluster", "bench", "hub"):
+    for folder in ("selfcheck", "autograder", "staff", "cluster", "bench", "hub"):
         yield from (settings.ROOT / folder).rglob("*.py")
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import autograder as layout
 from autograder.pipeline import SOLUTIONS, graded_parts
 from cluster.settings import ROOT
 
@@ -38,8 +39,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 ARTIFACTS = ROOT / "build" / "test-artifacts" / "hub"
 # What the instructors' copy of the course holds (a checkout: solutions, grader, cluster, data).
-COURSE_FILES = ("autograder", "cluster", "datasets", "hub", "labs", "solutions", "nbgrader_config.py",
-                "pyproject.toml")
+# the course's whole folders (autograder/__init__.py's table), the hub and the instructors' files
+COURSE_FILES = (*layout.GRADER, *layout.STUDENT, "staff", "solutions", "nbgrader_config.py", "hub", "pyproject.toml")
 XSS = '<img src="nowhere.png" onerror="window.pwned = 1; window.top.pwned = 1">'   # a student's markdown
 
 pytestmark = [pytest.mark.heavy]
