@@ -60,7 +60,7 @@ import psutil
 
 from cluster.settings import ROOT, env, jars_cache
 
-from selfcheck.checks.scripts import kill_tree
+from selfcheck.checks.scripts import kill_tree, running, wait_dead
 
 from . import STAFF, STUDENT
 
@@ -453,29 +453,13 @@ def new_uid() -> int:
     return uid
 
 
-def _running(p: psutil.Process) -> bool:
-    try:
-        return p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _wait_dead(procs: list[psutil.Process], timeout_s: float) -> None:
-    """Until every one is dead. A zombie is dead enough: a killed process of a sandbox stays one
-    until whoever adopted it reaps it (in a container, the machine's pid 1, which may take its
-    time: 1.5 s a grading was spent waiting for that)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(_running(p) for p in procs):
-        time.sleep(0.01)
-
-
 def sweep(uid: int, deadline_s: float = 10) -> int:
     """Kill every process of the user method's uid (whatever outlived its sandbox's
     supervisor, were it killed first); returns how many there were."""
     deadline, killed = time.monotonic() + deadline_s, 0
     while time.monotonic() < deadline:   # again, while anything of it was still forking
         found = [p for p in psutil.process_iter(["uids"])
-                 if p.info.get("uids") and p.info["uids"].real == uid and _running(p)]
+                 if p.info.get("uids") and p.info["uids"].real == uid and running(p)]
         if not found:
             break
         for p in found:
@@ -483,7 +467,7 @@ def sweep(uid: int, deadline_s: float = 10) -> int:
                 p.kill()
             except psutil.Error:
                 pass
-        _wait_dead(found, min(1.0, max(0.0, deadline - time.monotonic())))
+        wait_dead(found, min(1.0, max(0.0, deadline - time.monotonic())))
         killed += len(found)
     return killed
 

@@ -160,11 +160,9 @@ class ConnectWorker:
         timeout_s. The JVM may be the process started, or a child of it (a sandbox's)."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        for p in self._tree():
-            if p.pid == self.proc.pid and self.launch is not None:
-                continue     # a sandbox's outer process: it ends when the JVM does
+        for p in self._tree():   # launched in a sandbox, its outer process ends when the JVM does
             try:
-                if p.name() == "java" or p.pid == self.proc.pid:
+                if (p.name() == "java") if self.launch is not None else p.pid == self.proc.pid:
                     p.terminate()
             except psutil.Error:
                 pass

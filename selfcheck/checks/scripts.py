@@ -101,10 +101,27 @@ def wait(run: ScriptRun, timeout: float = SCRIPT_DEADLINE_S) -> int:
     return CRASHED if code in (CRASHED, SANDBOX_KILLED) else code
 
 
+def running(p) -> bool:
+    """Whether a psutil process still runs; a zombie does not (whoever adopted it reaps it in
+    its own time: in a container the machine's pid 1, which once took 1.5 s a grading)."""
+    import psutil
+
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def wait_dead(procs: list, timeout_s: float) -> None:
+    """Until every one of these psutil processes is dead (a zombie is dead enough), at most timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(running(p) for p in procs):
+        time.sleep(0.01)
+
+
 def kill_tree(pid: int, deadline_s: float = 5) -> None:
     """Kill a process and everything under it, stopped ones included. For a sandbox's outer
-    process (bwrap) that takes its PID namespace down; a zombie counts as dead (whoever adopted
-    it reaps it in its own time)."""
+    process (bwrap) that takes its PID namespace down."""
     import psutil
 
     try:
@@ -118,15 +135,7 @@ def kill_tree(pid: int, deadline_s: float = 5) -> None:
             p.kill()
         except psutil.Error:
             pass
-    deadline = time.monotonic() + deadline_s
-
-    def running(p) -> bool:
-        try:
-            return p.status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return False
-    while time.monotonic() < deadline and any(running(p) for p in procs):
-        time.sleep(0.01)
+    wait_dead(procs, deadline_s)
 
 
 def stop(proc: subprocess.Popen) -> None:
