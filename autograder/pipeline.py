@@ -31,6 +31,7 @@ import nbformat
 from cluster import accounts
 from cluster.accounts import Account
 from cluster.connect import admin_client, admin_connection, anything_listens, bootstrap_servers, in_namespace
+from cluster.process import listening_ports
 from cluster.safe_files import RefusedPath, read_bytes
 from cluster.settings import ROOT, env, jars_cache
 
@@ -375,6 +376,7 @@ def kernel_env(job: Job) -> dict[str, str]:
                KAFKA_USERNAME=job.account.username, KAFKA_PASSWORD=job.account.password,
                HOME=str(home), TMPDIR=str(job.workdir / ".tmp"), USER="student",
                MPLCONFIGDIR=str(home), MPLBACKEND="agg", PYTHONDONTWRITEBYTECODE="1", GRPC_VERBOSITY="ERROR",
+               COURSE_SPARK_UI="off",   # no web UI: other gradings' code shares the network
                PYTHONHASHSEED="0",  # a submission that (wrongly) uses hash() gets the same score every time
                IPYTHONDIR=str(home / ".ipython"), JUPYTER_PLATFORM_DIRS="1")
     if job.own is not None:   # where the grading's own cluster is, and the grading user's login on it
@@ -408,7 +410,8 @@ def run_notebook_and_checks(job: Job) -> None:
         ctx = Context(job.lab, label, session, job.namespace, job.admin, job.seed, workdir=job.workdir,
                       scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=kernel_vars, logdir=job.logdir,
                       private_dir=job.private_dir,
-                      student_user=job.account.username, own=job.own)
+                      student_user=job.account.username, own=job.own,
+                      kernel_ports=lambda: listening_ports(session.jail.processes()))
         start = time.monotonic()
         try:
             with session.paused() if checks[label].pause_kernel else contextlib.nullcontext():

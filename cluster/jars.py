@@ -85,11 +85,11 @@ def kafka_classpath() -> list[Path]:
     return jars("kafka")
 
 
-POLICY_SOURCE = Path(__file__).parent / "policy" / "NamespaceBudgetPolicy.java"
+POLICY_SOURCES = sorted((Path(__file__).parent / "policy").glob("*.java"))
 
 
 def policy_jar() -> Path:
-    """The brokers' partition budget (cluster/policy/), compiled once per source and Kafka
+    """The brokers' topic policies (cluster/policy/: the partition budget, the settings' bounds), compiled once per source and Kafka
     version into the jar cache with the JDK's javac."""
     import hashlib
     import shutil
@@ -99,7 +99,8 @@ def policy_jar() -> Path:
     from .java import INSTALL_HINT, java_executable
 
     clients = [p for p in kafka_classpath() if p.name.startswith("kafka-clients-")]
-    digest = hashlib.sha256(POLICY_SOURCE.read_bytes() + "".join(p.name for p in clients).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in POLICY_SOURCES)
+                            + "".join(p.name for p in clients).encode()).hexdigest()[:16]
     target = settings.jars_cache() / "policy" / digest / "course-policy.jar"
     if target.exists():
         return target
@@ -110,7 +111,7 @@ def policy_jar() -> Path:
                            "once from cluster/policy/, which needs a JDK, not only a JRE.", hint=INSTALL_HINT)
     with tempfile.TemporaryDirectory() as tmp:
         out = subprocess.run([str(javac), "--release", "17", "-nowarn", "-cp", os.pathsep.join(map(str, clients)),
-                              "-d", tmp, str(POLICY_SOURCE)], capture_output=True, text=True, timeout=300)
+                              "-d", tmp, *map(str, POLICY_SOURCES)], capture_output=True, text=True, timeout=300)
         if out.returncode != 0:
             raise ClusterError("Compiling the brokers' topic policy failed.", log_tail=(out.stdout + out.stderr)[-3000:])
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,8 @@ The grader runs its worker differently (selfcheck/checks/lab10.py): inside the g
 sandbox (`launch`), in a folder of the grader's that student code cannot write, and with
 `private_rest=True`: the REST API then answers only requests with a password of the worker's
 own (Kafka's basic-auth REST extension), so no other program on the machine can add a
-connector to it.
+connector to it. Its port is the one the JVM itself listens on (it binds port 0), so nobody
+can take the port first and receive the grader's requests.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from . import jars
 from .connect import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
-from .process import free_port, properties, write_private
+from .process import listening_ports, properties, write_private
 from .safe_files import kind, make_dirs, tail_text
 
 BASIC_AUTH = "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension"
@@ -61,7 +62,11 @@ class ConnectWorker:
         missing = [c for c in self.connectors if not c.get("name") or not c.get("connector.class")]
         if missing:
             raise ValueError(f"every connector needs a name and a connector.class: {missing[0]}")
-        self.port, self.heap, self.proc = port or free_port(), heap, None
+        # No port given: the worker binds port 0 and the port is read from the JVM's own listening
+        # socket once it is up. A port picked beforehand (and free then) could be taken by someone
+        # else first, who would then get the grader's requests and the REST password with them.
+        self.port, self.heap, self.proc = port, heap, None
+        self.fixed_port = port is not None
         self.launch = launch
         self.rest_password = secrets.token_urlsafe(24) if private_rest else None
 
@@ -69,6 +74,8 @@ class ConnectWorker:
     def start(self, timeout_s: float = 90) -> "ConnectWorker":
         """Start the worker; return once every connector and its tasks are RUNNING."""
         make_dirs(self.folder.parent, self.folder.name)    # never through a link at the folder
+        if not self.fixed_port:
+            self.port = None    # a new JVM, a new port
         login = (self.login or account()).java()
         worker = {
             "bootstrap.servers": bootstrap_servers(),
@@ -76,7 +83,7 @@ class ConnectWorker:
             "value.converter": "org.apache.kafka.connect.storage.StringConverter",
             "offset.storage.file.filename": str(self.folder / OFFSETS_FILE),
             "offset.flush.interval.ms": "1000",
-            "listeners": f"http://127.0.0.1:{self.port}",
+            "listeners": f"http://127.0.0.1:{self.port if self.fixed_port else 0}",
             # a connector may name its own consumer group (a sink's must be in your namespace)
             "connector.client.config.override.policy": "All",
             **login, **{f"{side}.{k}": v for side in ("producer", "consumer", "admin") for k, v in login.items()},
@@ -112,7 +119,9 @@ class ConnectWorker:
             if self.proc.poll() is not None:
                 raise ClusterError(f"The Connect worker exited (code {self.proc.returncode}) before its connectors "
                                    f"ran: {self.log_tail()}", hint=f"Read {self.folder / LOG_FILE}.")
-            states = self.status()
+            if not self.fixed_port and self.port is None:
+                self.port = self._rest_port()
+            states = self.status() if self.port else {}
             failed = {n: s for n, s in states.items() if "FAILED" in [s["connector"], *s["tasks"]]}
             if failed:
                 name, state = next(iter(failed.items()))
@@ -146,6 +155,18 @@ class ConnectWorker:
                                 "trace": " ".join(t.get("trace", "") for t in tasks if t.get("trace"))
                                 or data.get("connector", {}).get("trace", "")}
         return found
+
+    def _rest_port(self) -> int | None:
+        """The port the worker's JVM listens on (its REST API; it opens no other), None until it does."""
+        jvms = []
+        for p in self._tree():
+            try:
+                if p.name() == "java":
+                    jvms.append(p)
+            except psutil.Error:
+                pass
+        ports = listening_ports(jvms)
+        return min(ports) if ports else None
 
     def request(self, path: str) -> urllib.request.Request:
         """A request to the worker's REST API (with its password, when it has one)."""

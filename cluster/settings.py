@@ -116,7 +116,9 @@ def login_properties(broker_password: str, admin_password: str, internal_server:
     props["listener.name.controller.plain.sasl.jaas.config"] = plain_jaas(broker_password)
     props.update({
         "create.topic.policy.class.name": POLICY_CLASS,
+        "alter.config.policy.class.name": SETTINGS_POLICY_CLASS,
         "course.partition.budget": str(PARTITION_BUDGET),
+        "course.topic.limits": topic_limits_setting(),
         "course.policy.bootstrap.servers": internal_server,
         "course.policy.sasl.jaas.config": ('org.apache.kafka.common.security.plain.PlainLoginModule required '
                                            f'username="broker" password="{broker_password}";'),
@@ -128,6 +130,43 @@ def login_properties(broker_password: str, admin_password: str, internal_server:
 # few dozen; a loop that creates topics stops here instead of exhausting the brokers' memory.
 POLICY_CLASS = "course.policy.NamespaceBudgetPolicy"
 PARTITION_BUDGET = 100
+
+# What a namespace's topics may set (at creation and on every change: SETTINGS_POLICY_CLASS),
+# for the settings whose cost falls on the brokers, whoever's topic it is: (least, most), None
+# for no bound, or a tuple of the values allowed. The labs need far less than these bounds
+# (lab 6 rolls its segments with timestamps an hour apart, not with a small segment.ms).
+SETTINGS_POLICY_CLASS = "course.policy.TopicSettingsPolicy"
+HOUR_MS = 3_600_000
+TOPIC_LIMITS: dict[str, tuple] = {
+    # open files: every segment of every replica keeps its .log open (segment.ms=1 rolled a
+    # segment per produce and took all three brokers to their open-file limit)
+    "segment.ms": (HOUR_MS, None),
+    "segment.bytes": (2**20, 2**30),
+    "segment.index.bytes": (2**20, 10 * 2**20),   # a full index rolls the segment too
+    "index.interval.bytes": (1024, 2**20),
+    # memory: a batch this large is held whole in a broker's heap, and in every reader's
+    "max.message.bytes": (0, 8 * 2**20),
+    # disk: a flush (fsync) per message, or whole segments written out in advance
+    "flush.messages": (100_000, None),
+    "flush.ms": (60_000, None),
+    "preallocate": ("false",),
+    "file.delete.delay.ms": (0, 60_000),          # deleted segments' files stay open that long
+    # the log cleaner (one thread for the whole cluster's compacted topics)
+    "min.cleanable.dirty.ratio": (0.01, 1),
+    "max.compaction.lag.ms": (60_000, None),
+    "compression.zstd.level": (None, 9),          # the broker recompresses at this level
+    # timestamps: no further into the future than Kafka's default
+    "message.timestamp.after.max.ms": (0, HOUR_MS),
+    "remote.storage.enable": ("false",),
+}
+
+
+def topic_limits_setting(limits: dict[str, tuple] = TOPIC_LIMITS) -> str:
+    """TOPIC_LIMITS as the brokers' course.topic.limits (cluster/policy/TopicLimits.java)."""
+    def bound(x):
+        return "" if x is None else repr(x)
+    return ";".join(f"{name}={'|'.join(rule) if isinstance(rule[0], str) else bound(rule[0]) + '..' + bound(rule[1])}"
+                    for name, rule in limits.items())
 
 # What one client may ask of a broker's 256 MB heap at once. A topic's max.message.bytes is a
 # user's to set (its own topics), so without these a single 100 MB request (Kafka's default
@@ -161,6 +200,10 @@ BROKER_JVM_OPTS = (
 # Deadlines (seconds). Generous: they bound a wait, they are not how long a wait takes.
 READY_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 30
+# Open files a broker may hold: (the least it starts with, what it asks for). Each segment of
+# each partition replica keeps its file open, and TOPIC_LIMITS keeps a namespace's topics to a
+# few segments each: a class at its partition budget stays far below the second number.
+BROKER_OPEN_FILES = (8192, 1_048_576)
 BROKER_REJOIN_TIMEOUT_S = 90
 
 
@@ -188,6 +231,8 @@ ENVIRONMENT: dict[str, tuple[str | None, str]] = {
     "XDG_CACHE_HOME": (str(Path.home() / ".cache"), "the user's cache folder (freedesktop's convention)"),
     # Spark and grading
     "SPARK_MASTER": ("local[2]", "where Spark jobs run: two local threads, or spark://host:7077"),
+    "COURSE_SPARK_UI": ("on", "Spark's web UI (port 4040 on); the grader sets off: gradings share the machine's "
+                        "network, and one's code must not reach another's UI"),
     "COURSE_SANDBOX": (None, "how graded code is jailed: bwrap (namespaces) or user (an unprivileged user of its "
                        "own: containers without namespaces, e.g. Gradescope); unset: bwrap, else user as root"),
     "COURSE_GRADING_SECRET": (None, "the seeds' secret (e.g. on Gradescope); unset: the file .grading-secret"),

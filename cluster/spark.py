@@ -30,6 +30,7 @@ LAPTOP_CONF = {
     "spark.sql.shuffle.partitions": "4",   # 200 by default: far too many for lab-sized data
     "spark.default.parallelism": "2",
     "spark.ui.showConsoleProgress": "false",
+    "spark.ui.killEnabled": "false",       # the UI shows jobs; it need not stop them for anyone who finds it
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
 }
@@ -67,6 +68,8 @@ def spark_session(app_name: str = "kafka-course", master: str | None = None, **c
     builder = SparkSession.builder.appName(app_name).master(
         master or course_settings.env("SPARK_MASTER"))
     settings = dict(LAPTOP_CONF, **{"spark.jars": ",".join(str(p) for p in connector_jars())})
+    if course_settings.env("COURSE_SPARK_UI") == "off":
+        settings["spark.ui.enabled"] = "false"
     settings.update(conf)
     for key, value in settings.items():
         builder = builder.config(key, value)

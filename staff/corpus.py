@@ -1333,6 +1333,30 @@ POISON_BROKERS = (
     "    reply = lab.admin._manager.run(lambda: lab.admin._manager.send(request, **where))\n"
     "    answers += [for_code(r.error_code).__name__ for r in reply.responses]\n"
     "raise RuntimeError(f'the brokers answered {answers}')")
+ROLLS_PER_PRODUCE = (
+    "# A topic that rolls a new segment at every produce (segment.ms=1, tiny indexes), and a topic\n"
+    "# of mine changed to it afterwards: every segment keeps a file open on all three brokers (one\n"
+    "# grading like this once took every broker to its open-file limit, and the next stopped them).\n"
+    "from kafka.admin import ConfigResource, ConfigResourceType, NewTopic\n"
+    "answers = []\n"
+    "try:\n"
+    "    lab.admin.create_topics([NewTopic(lab.topic('rolls'), 3, 3,\n"
+    "                                      topic_configs={'segment.ms': '1', 'segment.index.bytes': '4096'})])\n"
+    "    answers.append('created')\n"
+    "except Exception as e:\n"
+    "    answers.append(f'{type(e).__name__}: {e}')\n"
+    "later = lab.fresh_topic('rolls-later', 3)\n"
+    "try:\n"
+    "    lab.admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, later, configs={'segment.ms': '1'})])\n"
+    "    answers.append('altered')\n"
+    "except Exception as e:\n"
+    "    answers.append(f'{type(e).__name__}: {e}')\n"
+    "from kafka import KafkaProducer\n"
+    "p = KafkaProducer(**lab.connection, linger_ms=0)\n"
+    "for i in range(2000):\n"
+    "    p.send(later, str(i).encode(), partition=i % 3).get(timeout=10)\n"
+    "p.close()\n"
+    "raise RuntimeError(f'the brokers answered {answers}')")
 CHILD_DELETES = (
     "# A child process with another client (librdkafka) and the kernel's own login deletes what it\n"
     "# can: Kafka's internal topics, a course topic, another grading's topic; then it plants a topic\n"
@@ -1544,6 +1568,11 @@ ATTACKS = (
              "settings, and stay up for the rest of this grading and the next",
              (Edit("lab2-create-topic", "after", POISON_BROKERS),),
              note="ClusterAuthorizationFailedError"),
+    Scenario("rolls-a-segment-per-produce", "lab2", "a cell that makes a topic roll a segment at every produce "
+             "(segment.ms=1), at creation and by changing a topic afterwards, then produces 2,000 records one by "
+             "one: the brokers refuse the setting, naming it, and keep their open files",
+             (Edit("lab2-create-topic", "after", ROLLS_PER_PRODUCE),),
+             note="segment.ms=1 is not allowed"),
     Scenario("deletes-from-a-child-process", "lab3", "a child process with librdkafka and the kernel's login "
              "deletes Kafka's internal topics and another grading's topic, and plants one in another namespace",
              (Edit("lab3-setup", "after", CHILD_DELETES),),

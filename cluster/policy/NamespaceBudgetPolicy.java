@@ -19,6 +19,9 @@ import org.apache.kafka.server.policy.CreateTopicPolicy;
  * they create a topic (create.topic.policy.class.name); the count comes from the cluster's
  * own metadata, asked through the broker's INTERNAL listener as the brokers' user.
  *
+ * Its settings are held to the course's bounds too (TopicLimits; TopicSettingsPolicy does the
+ * same for changes).
+ *
  * Adding partitions to an existing topic has no such hook in Kafka, which is why namespace
  * users are not given ALTER on topics (cluster/accounts.py). Topics without a dot (the
  * course's own, Kafka's internal ones) are not counted.
@@ -35,6 +38,7 @@ public class NamespaceBudgetPolicy implements CreateTopicPolicy {
     private static final long REMEMBER_MS = 3_000;
 
     private int budget;
+    private TopicLimits limits;
     private final Map<String, Object> adminConfig = new HashMap<>();
     private final Map<String, long[]> approved = new HashMap<>(); // topic -> {partitions, when}
     private Admin admin;
@@ -42,6 +46,7 @@ public class NamespaceBudgetPolicy implements CreateTopicPolicy {
     @Override
     public void configure(Map<String, ?> configs) {
         budget = Integer.parseInt(String.valueOf(configs.get(BUDGET)));
+        limits = new TopicLimits(configs.get(TopicLimits.CONFIG));
         adminConfig.put("bootstrap.servers", String.valueOf(configs.get(BOOTSTRAP)));
         adminConfig.put("security.protocol", "SASL_PLAINTEXT");
         adminConfig.put("sasl.mechanism", "PLAIN");
@@ -58,6 +63,7 @@ public class NamespaceBudgetPolicy implements CreateTopicPolicy {
         if (dot <= 0 || topic.startsWith("__")) {
             return;
         }
+        limits.check(topic, request.configs());
         String prefix = topic.substring(0, dot + 1);
         int wanted = request.numPartitions() != null ? request.numPartitions()
                 : request.replicasAssignments() != null ? request.replicasAssignments().size() : 1;

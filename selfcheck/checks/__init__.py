@@ -94,6 +94,10 @@ class Context:
     private_dir: Path | None = None
     student_user: str | None = None   # the grading's Kafka user, whose rights protect() narrows
     own: Any = None                   # lab 7: the cluster of one's own that the check may break (cluster.own)
+    # The TCP ports the grading's kernel (and whatever it started) listens on: a port the student
+    # names must be one of these, not another grading's or a program's outside the sandbox.
+    # None in a self-check (the student's own machine: nobody else's server to borrow).
+    kernel_ports: Callable[[], set[int]] | None = None
     rng: random.Random = field(init=False)
     _admin: Any = field(default=None, init=False, repr=False)
 

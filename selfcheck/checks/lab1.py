@@ -92,13 +92,25 @@ def protobuf_round_trip(ctx: Context) -> None:
                           "amount as a pair, not the message itself.")
 
 
+def server_port(ctx: Context) -> int:
+    """The student's server_port, once it is known to be a port the notebook's own server holds."""
+    port = ctx.sub.value("server_port")
+    expect(isinstance(port, int) and 0 < port < 65536, "server_port should be the port your server listens on",
+           expected="a port number", found=port)
+    if ctx.kernel_ports is not None:
+        ports = ctx.kernel_ports()
+        expect(port in ports, f"nothing your notebook started listens on port {port}",
+               expected=f"one of the ports your notebook listens on: {sorted(ports) or 'none'}", found=port,
+               hint="server_port must be the port of the server your notebook started (the number "
+                    "server.add_insecure_port returned).")
+    return port
+
+
 @check("lab1-q3", kernel_runs="it calls the server running in the kernel")
 def grpc_service(ctx: Context) -> None:
     """the Counter gRPC service answers Increase and Get correctly"""
     M = messages()
-    port = ctx.sub.value("server_port")
-    expect(isinstance(port, int) and port > 0, "server_port should be the port your server listens on",
-           expected="a port number", found=port)
+    port = server_port(ctx)
     key = f"rpc-check-{ctx.rng.randrange(10**6)}"
     total = rpc(port, "Get", M["GetRequest"](key=key)).total  # earlier runs may have counted already
     for _ in range(3):
@@ -141,7 +153,7 @@ def stream_matches_rpc(ctx: Context) -> None:
                  hint="A consumer that starts at the latest offset misses the events already on the topic: "
                       "start from the beginning and read until each partition's position reaches the end "
                       "offset it had when you started (consumer.end_offsets).")
-    port = ctx.sub.value("server_port")
+    port = server_port(ctx)
     M = messages()
     rpc_counts = {k: rpc(port, "Get", M["GetRequest"](key=k)).total for k in truth}
     expect_equal(rpc_counts, dict(truth), "the RPC server's counts for the carriers")
@@ -222,10 +234,7 @@ def per_second(fn, n: int, finish=lambda: None) -> float:
 
 def bench(ctx: Context) -> Bench:
     if "bench" not in ctx.scratch:
-        port = ctx.sub.value("server_port")
-        expect(isinstance(port, int) and port > 0, "server_port should be the port your server listens on",
-               expected="a port number", found=port)
-        ctx.scratch["bench"] = Bench(ctx, port)
+        ctx.scratch["bench"] = Bench(ctx, server_port(ctx))
     return ctx.scratch["bench"]
 
 

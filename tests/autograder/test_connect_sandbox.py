@@ -73,6 +73,9 @@ def test_the_graders_worker_runs_sandboxed_and_answers_only_the_grader(cluster, 
         jvm = next(p for p in psutil.Process(worker.proc.pid).children(recursive=True) if p.name() == "java")
         for ns in ("mnt", "pid"):     # the JVM is in the sandbox's namespaces, not the grader's
             assert os.readlink(f"/proc/{jvm.pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"), ns
+        # The port the grader talks to is the JVM's own socket (bound as port 0), so nothing could
+        # take it first and receive the grader's password.
+        assert worker.port in {c.laddr.port for c in jvm.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
         url = f"http://127.0.0.1:{worker.port}/connectors"
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(url, timeout=10)

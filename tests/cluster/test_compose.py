@@ -135,6 +135,8 @@ def test_every_service_is_bounded_and_brokers_have_healthchecks(compose, brokers
         heaps.append(int(re.search(r"-Xmx(\d+)m", svc["environment"]["KAFKA_HEAP_OPTS"]).group(1)))
     assert sum(heaps) <= 1024, "three broker heaps must fit an 8 GB laptop with Spark and JupyterLab"
     assert all("mem_limit" in svc for svc in compose["services"].values())
+    for svc in brokers.values():    # the open files the local cluster asks for, too
+        assert svc["ulimits"]["nofile"]["soft"] >= settings.BROKER_OPEN_FILES[1]
 
 
 def test_images_are_the_pinned_ones(compose):

@@ -1,0 +1,133 @@
+"""The brokers bound the settings of a namespace's topics (cluster/policy/TopicLimits.java,
+cluster/settings.py TOPIC_LIMITS): every setting that costs the brokers resources, out of its
+range, is refused with its name, at creation and on a change, with kafka-python and with
+librdkafka (confluent-kafka); the course's own topics are not limited."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+from cluster import connection, namespace, settings
+
+
+def out_of_range(rule: tuple) -> str:
+    """A value just outside a rule of TOPIC_LIMITS."""
+    if isinstance(rule[0], str):
+        return "true" if "true" not in rule else "other"
+    low, high = rule
+    if low is not None and low > 0:
+        return str(low / 2 if isinstance(low, float) else low - 1)
+    return str(high * 2 if isinstance(high, float) else high + 1)
+
+
+def in_range(rule: tuple) -> str:
+    if isinstance(rule[0], str):
+        return rule[0]
+    low, high = rule
+    return str(low if low is not None else high)
+
+
+CASES = sorted(settings.TOPIC_LIMITS.items())
+
+
+@pytest.fixture(scope="module")
+def mine(cluster):
+    a = KafkaAdminClient(**connection(), client_id="student-admin")
+    yield a
+    a.close()
+
+
+def refusal(call) -> str:
+    try:
+        result = call()
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    errors = [str(r) for r in getattr(result, "topic_errors", []) if r[1] != 0]
+    return " ".join(errors) or f"not refused: {result!r}"
+
+
+@pytest.mark.parametrize("name,rule", CASES, ids=[n for n, _ in CASES])
+def test_a_costly_setting_out_of_range_is_refused_with_its_name(mine, name, rule):
+    topic = f"{namespace()}.limits-{uuid.uuid4().hex[:6]}"
+    bad = out_of_range(rule)
+    text = refusal(lambda: mine.create_topics([NewTopic(topic, 1, 3, topic_configs={name: bad})]))
+    assert "Polic" in text and name in text, text
+    assert topic not in mine.list_topics()
+
+
+@pytest.mark.parametrize("name,rule", CASES, ids=[n for n, _ in CASES])
+def test_changing_a_topic_out_of_range_is_refused(mine, name, rule):
+    topic = f"{namespace()}.limits-{uuid.uuid4().hex[:6]}"
+    mine.create_topics([NewTopic(topic, 1, 3, topic_configs={name: in_range(rule)})])   # within: allowed
+    try:
+        text = refusal(lambda: mine.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                                  configs={name: out_of_range(rule)})]))
+        assert name in text and ("Polic" in text or "POLIC" in text), text
+    finally:
+        mine.delete_topics([topic])
+
+
+def test_the_message_says_what_is_allowed(mine):
+    topic = f"{namespace()}.limits-{uuid.uuid4().hex[:6]}"
+    text = refusal(lambda: mine.create_topics([NewTopic(topic, 1, 3, topic_configs={"segment.ms": "1"})]))
+    assert "segment.ms=1 is not allowed" in text and f"at least {settings.HOUR_MS}" in text, text
+
+
+def test_the_courses_own_topics_are_not_limited(cluster):
+    admin = cluster.admin()
+    topic = f"course-limits-{uuid.uuid4().hex[:6]}"        # no namespace: the course's own
+    try:
+        admin.create_topics([NewTopic(topic, 1, 3, topic_configs={"segment.ms": "1000"})])
+        admin.wait_for_topics([topic])
+    finally:
+        admin.delete_topics([topic])
+        admin.close()
+
+
+def test_librdkafka_meets_the_same_bounds(cluster):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource as CResource
+    from confluent_kafka.admin import NewTopic as CNewTopic
+
+    me = connection()
+    conf = {"bootstrap.servers": me["bootstrap_servers"], "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": me["sasl_plain_username"],
+            "sasl.password": me["sasl_plain_password"]}
+    admin = AdminClient(conf)
+    topic = f"{namespace()}.limits-{uuid.uuid4().hex[:6]}"
+    for future in admin.create_topics([CNewTopic(topic, 1, 3, config={"segment.ms": "1"})]).values():
+        with pytest.raises(KafkaException, match="segment.ms"):
+            future.result(30)
+    for future in admin.create_topics([CNewTopic(topic, 1, 3)]).values():
+        future.result(30)
+    try:
+        change = CResource("TOPIC", topic, incremental_configs=[
+            ConfigEntry("segment.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+        for future in admin.incremental_alter_configs([change]).values():
+            with pytest.raises(KafkaException, match="segment.ms"):
+                future.result(30)
+    finally:
+        for future in admin.delete_topics([topic], operation_timeout=10).values():
+            future.result(30)
+
+
+def test_brokers_refuse_to_start_with_too_few_open_files(tmp_path):
+    """Where the system's hard limit is below what a broker needs, the start stops with what to
+    do, before any JVM runs; where it allows more, the limit is raised."""
+    import subprocess
+    import sys
+
+    script = ("import resource, sys\n"
+              "resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), int(sys.argv[1])))\n"
+              "from cluster.errors import ClusterError\n"
+              "from cluster.process import raise_open_files\n"
+              "try:\n    print('limit', raise_open_files(least=2000, wanted=4000))\n"
+              "except ClusterError as e:\n    print('refused', e, e.hint)\n")
+    low = subprocess.run([sys.executable, "-c", script, "1000"], capture_output=True, text=True, cwd=settings.ROOT)
+    assert "refused" in low.stdout and "1,000 files" in low.stdout and "ulimit -n" in low.stdout, low
+    high = subprocess.run([sys.executable, "-c", script, "3000"], capture_output=True, text=True, cwd=settings.ROOT)
+    assert "limit 3000" in high.stdout, high    # hard 3000 < wanted: raised to the hard limit
