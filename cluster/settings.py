@@ -133,7 +133,8 @@ PARTITION_BUDGET = 100
 
 # What a namespace's topics may set (at creation and on every change: SETTINGS_POLICY_CLASS),
 # for the settings whose cost falls on the brokers, whoever's topic it is: (least, most), None
-# for no bound, or a tuple of the values allowed. The labs need far less than these bounds
+# for no bound, or a tuple of the values allowed. (remote.storage.enable needs no entry: Kafka
+# refuses it where tiered storage is off, as here.) The labs need far less than these bounds
 # (lab 6 rolls its segments with timestamps an hour apart, not with a small segment.ms).
 SETTINGS_POLICY_CLASS = "course.policy.TopicSettingsPolicy"
 HOUR_MS = 3_600_000
@@ -141,6 +142,7 @@ TOPIC_LIMITS: dict[str, tuple] = {
     # open files: every segment of every replica keeps its .log open (segment.ms=1 rolled a
     # segment per produce and took all three brokers to their open-file limit)
     "segment.ms": (HOUR_MS, None),
+    "segment.jitter.ms": (0, HOUR_MS // 2),       # else a segment may roll at any moment of its hour
     "segment.bytes": (2**20, 2**30),
     "segment.index.bytes": (2**20, 10 * 2**20),   # a full index rolls the segment too
     "index.interval.bytes": (1024, 2**20),
@@ -153,12 +155,16 @@ TOPIC_LIMITS: dict[str, tuple] = {
     "file.delete.delay.ms": (0, 60_000),          # deleted segments' files stay open that long
     # the log cleaner (one thread for the whole cluster's compacted topics)
     "min.cleanable.dirty.ratio": (0.01, 1),
-    "max.compaction.lag.ms": (60_000, None),
-    "compression.zstd.level": (None, 9),          # the broker recompresses at this level
+    # a compacted topic also rolls its segments every max.compaction.lag.ms
+    "max.compaction.lag.ms": (HOUR_MS, None),
+    # the broker recompresses at these levels when the topic's codec is not the producer's
+    "compression.zstd.level": (None, 9),
+    "compression.lz4.level": (None, 9),
     # timestamps: no further into the future than Kafka's default
     "message.timestamp.after.max.ms": (0, HOUR_MS),
-    "remote.storage.enable": ("false",),
 }
+# Kafka's internal.* topic settings (internal.segment.bytes overrides segment.bytes, unchecked)
+# are refused on a namespace's topics altogether (TopicLimits.java).
 
 
 def topic_limits_setting(limits: dict[str, tuple] = TOPIC_LIMITS) -> str:

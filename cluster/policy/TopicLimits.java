@@ -45,6 +45,12 @@ final class TopicLimits {
             return;
         }
         for (Map.Entry<String, String> c : configs.entrySet()) {
+            if (c.getKey().startsWith("internal.")) {
+                // Kafka's own test hooks (internal.segment.bytes overrides segment.bytes, unchecked)
+                throw new PolicyViolationException(String.format(
+                    "%s is not allowed on topic %s: internal settings are the course's cluster's alone.",
+                    c.getKey(), topic));
+            }
             String[] rule = rules.get(c.getKey());
             String value = c.getValue();
             if (rule == null || value == null) {
