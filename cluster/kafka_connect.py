@@ -96,7 +96,9 @@ class ConnectWorker:
             if jar.name.startswith("connect-file-") and kind(plugins, jar.name) is None:
                 (plugins / jar.name).symlink_to(jar.resolve())
         worker["plugin.path"] = str(self.folder / "plugins")
-        jvm = [f"-Xmx{self.heap}", "-Dorg.apache.logging.log4j.level=INFO"]
+        # a small worker for a few connectors: one GC thread, C1 only (far less CPU to start)
+        jvm = [f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+               "-Dorg.apache.logging.log4j.level=INFO"]
         if self.rest_password:
             worker["rest.extension.classes"] = BASIC_AUTH
             self._write("rest-users.properties", {"grader": self.rest_password})
