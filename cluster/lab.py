@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -68,7 +69,7 @@ class Lab:
     def fresh_topic(self, name: str, partitions: int, replication_factor: int = 3, **configs: str) -> str:
         """Your topic `name`, new and empty: deleted first if an earlier run left it, so the cell
         that makes it can run again. Returns its full name once every partition has a leader."""
-        from kafka.errors import TopicAlreadyExistsError
+        from kafka.errors import InvalidConfigurationError, PolicyViolationError, TopicAlreadyExistsError
 
         topic = self.delete_topic(name)
         spec = {"num_partitions": partitions, "replication_factor": replication_factor,
@@ -82,6 +83,10 @@ class Lab:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+            except (PolicyViolationError, InvalidConfigurationError) as e:
+                # kafka-python's text is the whole request and response; the brokers' reason is enough
+                reason = re.search(r"""error_message=(["'])(.+?)\1, """, str(e))
+                raise type(e)(reason.group(2) if reason else str(e)) from None
         self.admin.wait_for_topics([topic])
         return topic
 
