@@ -10,7 +10,7 @@ import pytest
 from selfcheck.checks import second_layer
 from staff.selftest import case_names, grade_all, labs, verdict
 
-pytestmark = [pytest.mark.timeout(2400), pytest.mark.slow, pytest.mark.heavy]
+pytestmark = [pytest.mark.timeout(3000), pytest.mark.slow, pytest.mark.heavy]
 
 LABS = [lab for lab in labs() if second_layer(lab)]
 
