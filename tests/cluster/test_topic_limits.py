@@ -80,10 +80,9 @@ def librdkafka(cluster):
     """A second client, without kafka-python's client-side checks of setting names."""
     from confluent_kafka.admin import AdminClient
 
-    me = connection()
-    return AdminClient({"bootstrap.servers": me["bootstrap_servers"], "security.protocol": "SASL_PLAINTEXT",
-                        "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": me["sasl_plain_username"],
-                        "sasl.password": me["sasl_plain_password"]})
+    from cluster.connect import librdkafka_connection
+
+    return AdminClient(librdkafka_connection())
 
 
 @pytest.mark.parametrize("name,bad", CASES, ids=[n for n, _ in CASES])
