@@ -1361,7 +1361,7 @@ ROLLS_PER_PRODUCE = (
     "except Exception as e:\n"
     "    answers.append(answer(e))\n"
     "p = KafkaProducer(**lab.connection, linger_ms=0)\n"
-    "for i in range(2000):\n"
+    "for i in range(500):\n"
     "    p.send(later, str(i).encode(), partition=i % 3).get(timeout=10)\n"
     "p.close()\n"
     "raise RuntimeError(f'the brokers answered {answers}')")
@@ -1577,7 +1577,7 @@ ATTACKS = (
              (Edit("lab2-create-topic", "after", POISON_BROKERS),),
              note="ClusterAuthorizationFailedError"),
     Scenario("rolls-a-segment-per-produce", "lab2", "a cell that makes a topic roll a segment at every produce "
-             "(segment.ms=1), at creation and by changing a topic afterwards, then produces 2,000 records one by "
+             "(segment.ms=1), at creation and by changing a topic afterwards, then produces 500 records one by "
              "one: the brokers refuse the setting, naming it, and keep their open files",
              (Edit("lab2-create-topic", "after", ROLLS_PER_PRODUCE),),
              note="the brokers answered ['PolicyViolationError naming it', 'KafkaException naming it']"),
