@@ -352,6 +352,27 @@ SCENARIOS = (
     Scenario("duplicates-counted", "lab5", "the consumer counts a repeated flight twice",
              (Edit("lab5-stats", "sub", "if False:", 'if f["id"] in seen:'),),
              fails("lab5-q3")),
+    Scenario("stats-from-the-dataset", "lab5", "the consumer polls, checkpoints its offsets and survives "
+             "every crash, but takes its statistics from the public dataset instead of counting the records",
+             (Edit("lab5-stats", "sub",
+                   "from cluster.lab import load_flights\n"
+                   "DAY = load_flights(day=1)\n"
+                   "DATASET_STATS = {o: {\"flights\": sum(f[\"origin\"] == o for f in DAY),\n"
+                   "                     \"delay_sum\": sum(f[\"dep_delay\"] or 0 for f in DAY if f[\"origin\"] == o)}\n"
+                   "                 for o in {f[\"origin\"] for f in DAY}}\n"
+                   "state = load_checkpoint()",
+                   "state = load_checkpoint()"),
+              Edit("lab5-stats", "sub",
+                   "            seen.add(json.loads(r.value)[\"id\"])\n"
+                   "            state[\"stats\"] = DATASET_STATS",
+                   "            f = json.loads(r.value)\n"
+                   "            if f[\"id\"] in seen:\n"
+                   "                continue\n"
+                   "            seen.add(f[\"id\"])\n"
+                   "            s = state[\"stats\"].setdefault(f[\"origin\"], {\"flights\": 0, \"delay_sum\": 0})\n"
+                   "            s[\"flights\"] += 1\n"
+                   "            s[\"delay_sum\"] += f[\"dep_delay\"] or 0")),
+             fails("lab5-q3")),
     Scenario("alerts-without-transactions", "lab5", "the job sends with a plain producer and commits the "
              "consumer's offsets after each batch (at-least-once): a killed run's alerts stay visible",
              (Edit("lab5-alerts", "sub", 'producer = KafkaProducer(**connection())',
