@@ -352,6 +352,29 @@ SCENARIOS = (
     Scenario("duplicates-counted", "lab5", "the consumer counts a repeated flight twice",
              (Edit("lab5-stats", "sub", "if False:", 'if f["id"] in seen:'),),
              fails("lab5-q3")),
+    Scenario("consume-counts-from-memory", "lab1", "consume_counts never reads the topic: it sums the "
+             "notebook's own list of updates, which is what the topic holds",
+             (Edit("lab1-consume", "sub",
+                   "    totals = {}\n"
+                   "    for key, amount in updates:\n"
+                   "        totals[key] = totals.get(key, 0) + amount\n"
+                   "    return totals\n",
+                   "    consumer = KafkaConsumer(**lab.connection, auto_offset_reset=\"earliest\")\n"
+                   "    partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]\n"
+                   "    consumer.assign(partitions)\n"
+                   "    ends = consumer.end_offsets(partitions)   # where \"so far\" ends\n"
+                   "    totals = {}\n"
+                   "    while any(consumer.position(tp) < ends[tp] for tp in partitions):\n"
+                   "        for records in consumer.poll(timeout_ms=1000).values():\n"
+                   "            for record in records:\n"
+                   "                key, amount = decode_event(record.value)\n"
+                   "                totals[key] = totals.get(key, 0) + amount\n"
+                   "    consumer.close()\n"
+                   "    return totals\n"),),
+             fails("lab1-q4")),
+    Scenario("alerts-over-sixty", "lab5", "the job alerts for dep_delay > 60 where the text says 60 or more",
+             (Edit("lab5-alerts", "sub", 'f["dep_delay"] > 60:', 'f["dep_delay"] >= 60:'),),
+             fails("lab5-q4")),
     Scenario("stats-from-the-dataset", "lab5", "the consumer polls, checkpoints its offsets and survives "
              "every crash, but takes its statistics from the public dataset instead of counting the records",
              (Edit("lab5-stats", "sub",

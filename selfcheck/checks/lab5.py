@@ -153,6 +153,8 @@ def add_flights_of_our_own(ctx: Context, topic: str = DEPARTURES) -> None:
     for i in range(8):
         fid = f"2013-01-01 ZZ{numbers[i]} {ctx.rng.choice(['EWR', 'JFK', 'LGA'])}"
         delay = ctx.rng.randrange(ALERT_DELAY, 400) if i % 2 else ctx.rng.randrange(-10, ALERT_DELAY)
+        if i < 2:      # the boundary itself: "60 or more" is not "more than 60" (the dataset has no 60)
+            delay = ALERT_DELAY - 1 + i
         event = {"id": fid, "carrier": "ZZ", "origin": fid[-3:], "dest": "ORD", "dep_delay": delay}
         producer.send(ctx.topic(topic), key=fid.encode(), value=json.dumps(event).encode(),
                       partition=i % len(partitions))
