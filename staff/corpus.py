@@ -287,6 +287,10 @@ SCENARIOS = (
                    "    probe.close()\n"
                    "    return {tp.partition: offset for tp, offset in ends.items()}\n"),),
              fails("lab3-q2", "lab3-q3")),   # its measure of the routed topic is wrong too
+    Scenario("planes-keyed-by-carrier", "lab3", "plane events keyed by carrier: each plane still stays in one "
+             "partition, in order, but the text asks for the tail number",
+             (Edit("lab3-planes", "sub", 'key=f["carrier"].encode()', 'key=f["tailnum"].encode()'),),
+             fails("lab3-q4")),
     Scenario("no-key-loses-order", "lab3", "plane events are sent without a key",
              (Edit("lab3-planes", "sub", "producer.send(plane_topic, value=", "producer.send(plane_topic, key=f[\"tailnum\"].encode(), value="),),
              fails("lab3-q4")),
