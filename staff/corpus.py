@@ -897,6 +897,16 @@ c.close()
              fails()),
     # lab 8: judged against the grading's own synchronous loop and on bytes on disk, never on an
     # absolute rate.
+    Scenario("acks-changed-after-construction", "lab8", "fast_producer makes an acks=1 producer, then writes "
+             "acks='all' into its config dict, which the sender thread never reads again",
+             (Edit("lab8-producer", "sub",
+                   'p = KafkaProducer(**lab.connection, acks=1, linger_ms=20, batch_size=256 * 1024,\n'
+                   '                         compression_type="lz4")\n'
+                   '    p.config["acks"] = "all"    # looks safe to whoever reads the dict\n'
+                   '    return p',
+                   'return KafkaProducer(**lab.connection, acks="all", linger_ms=20, batch_size=256 * 1024,\n'
+                   '                         compression_type="lz4")'),),
+             fails("lab8-q3")),
     Scenario("latency-in-seconds-and-p99-as-max", "lab8", "gives latencies in seconds, and the largest "
              "latency as p99",
              (Edit("lab8-latencies", "sub", "time.time() - record.timestamp / 1000", "time.time() * 1000 - record.timestamp"),
