@@ -127,6 +127,12 @@ def survives_crashes(ctx: Context) -> str:
            hint="The grader kills the consumer around its checkpoint writes: write a checkpoint after "
                 "every batch, and keep batches small (at most 50 records).")
     stats = read_checkpoint(ctx).get("stats")
+    shaped = isinstance(stats, dict) and all(isinstance(s, dict) and {"flights", "delay_sum"} <= set(s)
+                                             for s in stats.values())
+    expect(shaped, f"the statistics in {CHECKPOINT} (state[\"stats\"]) should give each airport its "
+                   "\"flights\" and \"delay_sum\"", expected='{"EWR": {"flights": ..., "delay_sum": ...}, ...}',
+           found=next(iter(stats.items()), None) if isinstance(stats, dict) else stats,
+           hint="Name the two numbers as the text does; the grader compares them with what the topic holds.")
     found_n = sum(s.get("flights", 0) for s in stats.values()) if isinstance(stats, dict) else 0
     want_n = sum(s["flights"] for s in truth.values())
     hint = ("Too many flights: repeated flights counted twice (keep the ids you have seen), or records "
