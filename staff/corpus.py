@@ -379,6 +379,12 @@ SCENARIOS = (
     Scenario("alerts-over-sixty", "lab5", "the job alerts for dep_delay > 60 where the text says 60 or more",
              (Edit("lab5-alerts", "sub", 'f["dep_delay"] > 60:', 'f["dep_delay"] >= 60:'),),
              fails("lab5-q4")),
+    Scenario("stats-named-otherwise", "lab5", "exact statistics, but named count and total_delay where the "
+             "text names them flights and delay_sum: the part says which names it reads",
+             (Edit("lab5-stats", "sub", '{"count": 0, "total_delay": 0}', '{"flights": 0, "delay_sum": 0}'),
+              Edit("lab5-stats", "sub", 's["count"] += 1', 's["flights"] += 1'),
+              Edit("lab5-stats", "sub", 's["total_delay"] +=', 's["delay_sum"] +=')),
+             fails("lab5-q3")),
     Scenario("stats-from-the-dataset", "lab5", "the consumer polls, checkpoints its offsets and survives "
              "every crash, but takes its statistics from the public dataset instead of counting the records",
              (Edit("lab5-stats", "sub",
