@@ -135,7 +135,14 @@ def survives_crashes(ctx: Context) -> str:
            hint="Name the two numbers as the text does; the grader compares them with what the topic holds.")
     found_n = sum(s.get("flights", 0) for s in stats.values()) if isinstance(stats, dict) else 0
     want_n = sum(s["flights"] for s in truth.values())
-    hint = ("Too many flights: repeated flights counted twice (keep the ids you have seen), or records "
+    from cluster.lab import load_flights
+
+    dataset = {o: {"flights": sum(f["origin"] == o for f in day), "delay_sum": sum(f["dep_delay"] or 0 for f in day
+                                                                              if f["origin"] == o)}
+               for day in [load_flights(day=1)] for o in {f["origin"] for f in day}}
+    hint = ("These are the public dataset's statistics, not the topic's: the grader added flights of its own to "
+            f"{STATS_SOURCE}. Count the records the consumer reads." if stats == dataset else
+            "Too many flights: repeated flights counted twice (keep the ids you have seen), or records "
             "replayed after a crash counted again." if found_n > want_n else
             "Too few flights: some records' offsets were saved before the records were counted, so a crash "
             "in between lost them." if found_n < want_n else
