@@ -287,6 +287,10 @@ SCENARIOS = (
                    "    probe.close()\n"
                    "    return {tp.partition: offset for tp, offset in ends.items()}\n"),),
              fails("lab3-q2", "lab3-q3")),   # its measure of the routed topic is wrong too
+    Scenario("planes-keyed-by-carrier", "lab3", "plane events keyed by carrier: each plane still stays in one "
+             "partition, in order, but the text asks for the tail number",
+             (Edit("lab3-planes", "sub", 'key=f["carrier"].encode()', 'key=f["tailnum"].encode()'),),
+             fails("lab3-q4")),
     Scenario("no-key-loses-order", "lab3", "plane events are sent without a key",
              (Edit("lab3-planes", "sub", "producer.send(plane_topic, value=", "producer.send(plane_topic, key=f[\"tailnum\"].encode(), value="),),
              fails("lab3-q4")),
@@ -351,6 +355,56 @@ SCENARIOS = (
              fails("lab5-q3")),
     Scenario("duplicates-counted", "lab5", "the consumer counts a repeated flight twice",
              (Edit("lab5-stats", "sub", "if False:", 'if f["id"] in seen:'),),
+             fails("lab5-q3")),
+    Scenario("consume-counts-from-memory", "lab1", "consume_counts never reads the topic: it sums the "
+             "notebook's own list of updates, which is what the topic holds",
+             (Edit("lab1-consume", "sub",
+                   "    totals = {}\n"
+                   "    for key, amount in updates:\n"
+                   "        totals[key] = totals.get(key, 0) + amount\n"
+                   "    return totals\n",
+                   "    consumer = KafkaConsumer(**lab.connection, auto_offset_reset=\"earliest\")\n"
+                   "    partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]\n"
+                   "    consumer.assign(partitions)\n"
+                   "    ends = consumer.end_offsets(partitions)   # where \"so far\" ends\n"
+                   "    totals = {}\n"
+                   "    while any(consumer.position(tp) < ends[tp] for tp in partitions):\n"
+                   "        for records in consumer.poll(timeout_ms=1000).values():\n"
+                   "            for record in records:\n"
+                   "                key, amount = decode_event(record.value)\n"
+                   "                totals[key] = totals.get(key, 0) + amount\n"
+                   "    consumer.close()\n"
+                   "    return totals\n"),),
+             fails("lab1-q4")),
+    Scenario("alerts-over-sixty", "lab5", "the job alerts for dep_delay > 60 where the text says 60 or more",
+             (Edit("lab5-alerts", "sub", 'f["dep_delay"] > 60:', 'f["dep_delay"] >= 60:'),),
+             fails("lab5-q4")),
+    Scenario("stats-named-otherwise", "lab5", "exact statistics, but named count and total_delay where the "
+             "text names them flights and delay_sum: the part says which names it reads",
+             (Edit("lab5-stats", "sub", '{"count": 0, "total_delay": 0}', '{"flights": 0, "delay_sum": 0}'),
+              Edit("lab5-stats", "sub", 's["count"] += 1', 's["flights"] += 1'),
+              Edit("lab5-stats", "sub", 's["total_delay"] +=', 's["delay_sum"] +=')),
+             fails("lab5-q3")),
+    Scenario("stats-from-the-dataset", "lab5", "the consumer polls, checkpoints its offsets and survives "
+             "every crash, but takes its statistics from the public dataset instead of counting the records",
+             (Edit("lab5-stats", "sub",
+                   "from cluster.lab import load_flights\n"
+                   "DAY = load_flights(day=1)\n"
+                   "DATASET_STATS = {o: {\"flights\": sum(f[\"origin\"] == o for f in DAY),\n"
+                   "                     \"delay_sum\": sum(f[\"dep_delay\"] or 0 for f in DAY if f[\"origin\"] == o)}\n"
+                   "                 for o in {f[\"origin\"] for f in DAY}}\n"
+                   "state = load_checkpoint()",
+                   "state = load_checkpoint()"),
+              Edit("lab5-stats", "sub",
+                   "            seen.add(json.loads(r.value)[\"id\"])\n"
+                   "            state[\"stats\"] = DATASET_STATS",
+                   "            f = json.loads(r.value)\n"
+                   "            if f[\"id\"] in seen:\n"
+                   "                continue\n"
+                   "            seen.add(f[\"id\"])\n"
+                   "            s = state[\"stats\"].setdefault(f[\"origin\"], {\"flights\": 0, \"delay_sum\": 0})\n"
+                   "            s[\"flights\"] += 1\n"
+                   "            s[\"delay_sum\"] += f[\"dep_delay\"] or 0")),
              fails("lab5-q3")),
     Scenario("alerts-without-transactions", "lab5", "the job sends with a plain producer and commits the "
              "consumer's offsets after each batch (at-least-once): a killed run's alerts stay visible",
@@ -849,6 +903,16 @@ c.close()
              fails()),
     # lab 8: judged against the grading's own synchronous loop and on bytes on disk, never on an
     # absolute rate.
+    Scenario("acks-changed-after-construction", "lab8", "fast_producer makes an acks=1 producer, then writes "
+             "acks='all' into its config dict, which the sender thread never reads again",
+             (Edit("lab8-producer", "sub",
+                   'p = KafkaProducer(**lab.connection, acks=1, linger_ms=20, batch_size=256 * 1024,\n'
+                   '                         compression_type="lz4")\n'
+                   '    p.config["acks"] = "all"    # looks safe to whoever reads the dict\n'
+                   '    return p',
+                   'return KafkaProducer(**lab.connection, acks="all", linger_ms=20, batch_size=256 * 1024,\n'
+                   '                         compression_type="lz4")'),),
+             fails("lab8-q3")),
     Scenario("latency-in-seconds-and-p99-as-max", "lab8", "gives latencies in seconds, and the largest "
              "latency as p99",
              (Edit("lab8-latencies", "sub", "time.time() - record.timestamp / 1000", "time.time() * 1000 - record.timestamp"),

@@ -7,7 +7,7 @@ from collections import Counter
 
 from .. import protos
 from . import CheckFailed, Context, check, expect, expect_equal
-from .kafka_state import read_all
+from .kafka_state import graders_topic, read_all
 
 PROTO = "counter.proto"
 EVENTS_TOPIC = "counter-events"
@@ -157,6 +157,32 @@ def stream_matches_rpc(ctx: Context) -> None:
     M = messages()
     rpc_counts = {k: rpc(port, "Get", M["GetRequest"](key=k)).total for k in truth}
     expect_equal(rpc_counts, dict(truth), "the RPC server's counts for the carriers")
+    # The truth above is the dataset's, which the notebook also has: consume_counts must also sum
+    # a topic of the grader's own, with seeded keys and amounts nobody could know in advance.
+    topic, seeded = graders_events(ctx)
+    expect_equal(ctx.sub.value(f"dict(consume_counts({topic!r}))"), seeded,
+                 f"consume_counts({topic!r}) on a topic of the grader's own",
+                 hint="consume_counts(topic) must read the topic it is given, every partition from the "
+                      "beginning to the end offsets it had when it started, and sum each key's amounts.")
+
+
+def graders_events(ctx: Context) -> tuple[str, dict]:
+    """A protected topic of three partitions holding seeded CounterEvents; (its name, their sums)."""
+    from kafka import KafkaProducer
+
+    Event = messages()["CounterEvent"]
+    topic = graders_topic(ctx, "grader-events", 3)
+    keys = [f"K{ctx.rng.randrange(10**4):04d}" for _ in range(5)]
+    sums = Counter()
+    producer = KafkaProducer(**ctx.kafka)
+    for i in range(ctx.rng.randrange(40, 80)):
+        key, amount = ctx.rng.choice(keys), ctx.rng.randrange(1, 5000)
+        sums[key] += amount
+        producer.send(topic, key=key.encode(), value=Event(key=key, amount=amount).SerializeToString(),
+                      partition=i % 3)
+    producer.flush()
+    producer.close()
+    return topic, dict(sums)
 
 
 class Bench:

@@ -153,7 +153,7 @@ def per_key_order(ctx: Context) -> None:
     records = read_all(ctx, PLANE_TOPIC)
     expect_equal(len(records), sum(map(len, want.values())), f"number of events on {ctx.topic(PLANE_TOPIC)}",
                  hint="One event per flight that has a tailnum.")
-    got, where = defaultdict(list), defaultdict(set)
+    got, where, keyed_otherwise = defaultdict(list), defaultdict(set), []
     for r in sorted(records, key=lambda r: (r.partition, r.offset)):
         try:
             event = json.loads(r.value)
@@ -161,6 +161,14 @@ def per_key_order(ctx: Context) -> None:
             raise CheckFailed("an event on plane-events is not JSON", found=r.value[:60]) from None
         got[event["tailnum"]].append(event["flight"])
         where[event["tailnum"]].add(r.partition)
+        if r.key != str(event["tailnum"]).encode():
+            keyed_otherwise.append((r.key, event["tailnum"]))
+    # Keyed by anything coarser (the carrier, the origin) also keeps each plane in one partition
+    # and in order: the part asks for the tail number, and says so.
+    expect(not keyed_otherwise, "every event should be keyed by its plane's tail number",
+           expected="key = tailnum as bytes", found=f"{len(keyed_otherwise)} events keyed otherwise, e.g. "
+                                                    f"(key, tailnum) {keyed_otherwise[:2]}",
+           hint="Send each event with key=f[\"tailnum\"].encode().")
     split = sorted(t for t, parts in where.items() if len(parts) > 1)
     expect(not split, "every plane's events should be in one partition",
            expected="1 partition per tailnum", found=f"{len(split)} planes spread out, e.g. {split[:3]}",

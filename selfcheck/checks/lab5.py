@@ -14,7 +14,7 @@ from .kafka_state import committed_offsets, end_offsets, graders_topic, read_all
 from .scripts import CRASHED, read_student_file, start, wait
 
 DEPARTURES = "departures"
-STATS_SCRIPT, CHECKPOINT = "stats_consumer.py", "checkpoint.json"
+STATS_SCRIPT, CHECKPOINT, STATS_SOURCE = "stats_consumer.py", "checkpoint.json", "stats-source"
 IDLE_S = "6"            # a generous quiet time: a loaded machine can take seconds to a first record
 CRASH_RUNS = 4          # runs that are killed on purpose before the last, clean one
 RETRIES, PRODUCERS = "retries", ("plain", "idempotent")
@@ -22,13 +22,21 @@ RETRY_LESSON = {"plain": 2, "idempotent": 1}    # what one lost answer leaves on
 ALERTS_SCRIPT, ALERT_DELAY = "alerts_job.py", 60
 
 
-def true_stats() -> dict:
-    from cluster.lab import load_flights
-
-    flights = load_flights(day=1)
-    origins = sorted({f["origin"] for f in flights})
-    return {o: {"flights": sum(f["origin"] == o for f in flights),
-                "delay_sum": sum(f["dep_delay"] for f in flights if f["origin"] == o and f["dep_delay"])}
+def stats_of(records) -> dict:
+    """Per departure airport, the distinct flights on the topic and the sum of their delays (a
+    cancelled flight, without dep_delay, counts as 0): what the consumer of lab5-q3 must end with.
+    From the topic as the grader found it, its own flights included, not from the dataset."""
+    flights = {}
+    for r in records:
+        try:
+            f = json.loads(r.value)
+        except (TypeError, ValueError, RecursionError):
+            continue
+        if isinstance(f, dict) and isinstance(f.get("id"), str):
+            flights.setdefault(f["id"], f)
+    origins = sorted({f.get("origin") for f in flights.values()}, key=str)
+    return {o: {"flights": sum(f.get("origin") == o for f in flights.values()),
+                "delay_sum": sum(f.get("dep_delay") or 0 for f in flights.values() if f.get("origin") == o)}
             for o in origins}
 
 
@@ -85,6 +93,8 @@ def survives_crashes(ctx: Context) -> str:
     for old in list_dir(ctx.workdir) or []:
         if old.startswith("checkpoint"):
             remove(ctx.workdir, old)
+    add_flights_of_our_own(ctx, STATS_SOURCE)     # so statistics computed from the dataset are wrong
+    truth = stats_of(read_all(ctx, STATS_SOURCE))
     # First two runs die halfway through their 2nd and 3rd checkpoint writes (in seeded order):
     # one lands between two writes of the same batch, one between batches, so a consumer that
     # saves anything between two checkpoints is caught. Then crashes at seeded moments.
@@ -116,10 +126,23 @@ def survives_crashes(ctx: Context) -> str:
     expect(crashes > 0, "the grader meant to crash the consumer at least once", found="; ".join(history),
            hint="The grader kills the consumer around its checkpoint writes: write a checkpoint after "
                 "every batch, and keep batches small (at most 50 records).")
-    stats, truth = read_checkpoint(ctx).get("stats"), true_stats()
+    stats = read_checkpoint(ctx).get("stats")
+    shaped = isinstance(stats, dict) and all(isinstance(s, dict) and {"flights", "delay_sum"} <= set(s)
+                                             for s in stats.values())
+    expect(shaped, f"the statistics in {CHECKPOINT} (state[\"stats\"]) should give each airport its "
+                   "\"flights\" and \"delay_sum\"", expected='{"EWR": {"flights": ..., "delay_sum": ...}, ...}',
+           found=next(iter(stats.items()), None) if isinstance(stats, dict) else stats,
+           hint="Name the two numbers as the text does; the grader compares them with what the topic holds.")
     found_n = sum(s.get("flights", 0) for s in stats.values()) if isinstance(stats, dict) else 0
     want_n = sum(s["flights"] for s in truth.values())
-    hint = ("Too many flights: repeated flights counted twice (keep the ids you have seen), or records "
+    from cluster.lab import load_flights
+
+    dataset = {o: {"flights": sum(f["origin"] == o for f in day), "delay_sum": sum(f["dep_delay"] or 0 for f in day
+                                                                              if f["origin"] == o)}
+               for day in [load_flights(day=1)] for o in {f["origin"] for f in day}}
+    hint = ("These are the public dataset's statistics, not the topic's: the grader added flights of its own to "
+            f"{STATS_SOURCE}. Count the records the consumer reads." if stats == dataset else
+            "Too many flights: repeated flights counted twice (keep the ids you have seen), or records "
             "replayed after a crash counted again." if found_n > want_n else
             "Too few flights: some records' offsets were saved before the records were counted, so a crash "
             "in between lost them." if found_n < want_n else
@@ -129,18 +152,25 @@ def survives_crashes(ctx: Context) -> str:
     return "; ".join(history)
 
 
-def add_flights_of_our_own(ctx: Context) -> None:
-    """Late and on-time flights the public dataset does not have, so alerts computed from it
-    (instead of from the topic) miss some."""
+def add_flights_of_our_own(ctx: Context, topic: str = DEPARTURES) -> None:
+    """Late and on-time flights the public dataset does not have, so statistics or alerts
+    computed from it (instead of from the topic) are wrong."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(**ctx.kafka)
+    partitions = producer.partitions_for(ctx.topic(topic))     # spread over all of them, whatever their number
+    if not partitions:
+        producer.close()
+        raise CheckFailed(f"{ctx.topic(topic)} does not exist", hint="Run the notebook's cell that fills it.")
     numbers = ctx.rng.sample(range(1000, 10000), 8)      # distinct: a repeated id would look like a duplicate
     for i in range(8):
         fid = f"2013-01-01 ZZ{numbers[i]} {ctx.rng.choice(['EWR', 'JFK', 'LGA'])}"
         delay = ctx.rng.randrange(ALERT_DELAY, 400) if i % 2 else ctx.rng.randrange(-10, ALERT_DELAY)
+        if i < 2:      # the boundary itself: "60 or more" is not "more than 60" (the dataset has no 60)
+            delay = ALERT_DELAY - 1 + i
         event = {"id": fid, "carrier": "ZZ", "origin": fid[-3:], "dest": "ORD", "dep_delay": delay}
-        producer.send(ctx.topic(DEPARTURES), value=json.dumps(event).encode(), partition=i % 3)
+        producer.send(ctx.topic(topic), key=fid.encode(), value=json.dumps(event).encode(),
+                      partition=i % len(partitions))
     producer.flush()
     producer.close()
 

@@ -149,7 +149,9 @@ def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tupl
         # Right as send_all returns: the producer's acks, and whether batches still await an answer.
         acks, waiting = ctx.sub.value(
             f"({p} := fast_producer(), send_all({p}, {topic!r}, {values_expr}), "
-            f"getattr({p}, 'config', {{}}).get('acks'), "
+            # the acks the producer's sender thread puts in its requests (its own copy of the
+            # settings: changing producer.config after the fact changes nothing on the wire)
+            f"getattr(getattr({p}, '_sender', {p}), 'config', {{}}).get('acks'), "
             f"getattr(getattr({p}, '_accumulator', None), 'has_incomplete', False))[2:]")
     except CheckFailed as e:
         if "did not return" not in e.what:
