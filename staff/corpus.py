@@ -113,6 +113,9 @@ SOLUTION_DELAYS_LOOP = ("    sums, counts = {}, {}\n"
                         "    consumer.close()\n"
                         "    return {o: round(sums[o] / counts[o], 2) for o in sums}\n")
 
+# Lab 2's locate sends one flight as part 2 does.
+LOCATE_SEND = 'meta = producer.send(topic, key=flight["carrier"].encode(), value=to_protobuf(flight),\n                         headers=[("schema", b"flights.Flight")]).get(timeout=10)'
+
 # Lab 4's count_in_group, as the solution writes it.
 LAB4_COUNT_SOLUTION = ("    consumer = KafkaConsumer(topic, **lab.connection, group_id=lab.group(group),\n"
                        "                             auto_offset_reset=\"earliest\", enable_auto_commit=False, consumer_timeout_ms=2000)\n"
@@ -203,8 +206,16 @@ SCENARIOS = (
     Scenario("no-message-key", "lab2", "flights are sent without a key",
              (Edit("lab2-produce", "sub", "key=None", 'key=f["carrier"].encode()'),),
              fails("lab2-q2")),
-    Scenario("metadata-of-last-send", "lab2", "first_sent is taken from the last future",
-             (Edit("lab2-first-sent", "sub", "futures[-1]", "futures[0]"),),
+    Scenario("metadata-of-another-send", "lab2", "locate sends the flight but returns the metadata of part "
+             "2's first send (the first future it finds)",
+             (Edit("lab2-locate", "sub", "producer.send(topic, key=flight[\"carrier\"].encode(), value=to_protobuf(flight),\n"
+                   "                  headers=[(\"schema\", b\"flights.Flight\")])\n"
+                   "    meta = futures[0].get(timeout=10)", LOCATE_SEND),),
+             fails("lab2-q3")),
+    Scenario("location-copied-from-a-printout", "lab2", "locate sends nothing and returns the pair an earlier run "
+             "printed for the first flight (shortcut)",
+             (Edit("lab2-locate", "sub", "return (2, 0)", "return (meta.partition, meta.offset)"),
+              Edit("lab2-locate", "sub", "pass", LOCATE_SEND)),
              fails("lab2-q3")),
     Scenario("cancelled-flights-count-as-zero", "lab2", "cancelled flights enter the mean with a delay of 0",
              (Edit("lab2-consume", "sub", "if True:", 'if f.HasField("dep_delay"):'),),
@@ -226,10 +237,22 @@ SCENARIOS = (
                    "                     / sum(1 for f in rows if f['origin'] == o), 2) for o in {f['origin'] for f in rows}}\n",
                    SOLUTION_DELAYS_LOOP),),
              fails("lab2-q4")),
+    Scenario("delays-polled-but-from-the-dataset", "lab2", "the consumer polls to the end and commits, but "
+             "takes its averages from the public dataset (right on flights_topic, which holds it exactly)",
+             (Edit("lab2-consume", "sub",
+                   "    consumer.commit()\n"
+                   "    consumer.close()\n"
+                   "    rows = [f for f in load_flights(day=1) if f['dep_delay'] is not None]\n"
+                   "    return {o: round(sum(f['dep_delay'] for f in rows if f['origin'] == o)\n"
+                   "                     / sum(1 for f in rows if f['origin'] == o), 2) for o in {f['origin'] for f in rows}}\n",
+                   "    consumer.commit()\n"
+                   "    consumer.close()\n"
+                   "    return {o: round(sums[o] / counts[o], 2) for o in sums}\n"),),
+             fails("lab2-q4")),
     Scenario("counts-written-down", "lab2", "count_messages returns the number of flights for 'earliest' and 0 "
              "for 'latest' without reading (shortcut)",
              (Edit("lab2-reset", "sub", "    return len(flights) if reset == 'earliest' else 0\n",
-                   "    consumer = KafkaConsumer(flights_topic, **lab.connection, group_id=lab.group(group),\n"
+                   "    consumer = KafkaConsumer(topic, **lab.connection, group_id=lab.group(group),\n"
                    "                             auto_offset_reset=reset, consumer_timeout_ms=3000)\n"
                    "    n = sum(1 for _ in consumer)\n"
                    "    consumer.close()\n"
@@ -309,12 +332,31 @@ SCENARIOS = (
                    LAB4_COUNT_SOLUTION),),
              fails("lab4-q1")),
     Scenario("one-group-for-both", "lab4", "the archive reads in the dashboard's group and finds nothing left",
-             (Edit("lab4-two-groups", "sub", 'archive_count = count_in_group("dashboard")',
-                   'archive_count = count_in_group("archive")'),),
+             (Edit("lab4-two-groups", "sub", 'archive_count = count_in_group(topic, "dashboard")',
+                   'archive_count = count_in_group(topic, "archive")'),),
              fails("lab4-q1")),
     Scenario("member-never-commits", "lab4", "the group member turns auto-commit off and never commits",
              (Edit("lab4-member", "sub", "last = time.monotonic()\n### END", "consumer.commit()\n        last = time.monotonic()\n### END"),),
              fails("lab4-q3")),
+    Scenario("member-commits-once-at-the-end", "lab4", "the group member commits once, after its poll loop, "
+             "where the text says to commit after each batch: a clean stop loses nothing, a crash everything",
+             (Edit("lab4-member", "sub", "        last = time.monotonic()\nconsumer.commit()\n### END",
+                   "        consumer.commit()\n        last = time.monotonic()\n### END"),),
+             fails("lab4-q3")),
+    Scenario("count-written-down-and-bookmarked", "lab4", "count_in_group moves the group to the end without "
+             "reading and commits there, and returns the number of flights of the day (shortcut)",
+             (Edit("lab4-two-groups", "sub",
+                   "    consumer = KafkaConsumer(**lab.connection, group_id=lab.group(group), enable_auto_commit=False)\n"
+                   "    parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]\n"
+                   "    consumer.assign(parts)\n"
+                   "    consumer.seek_to_end()\n"
+                   "    for tp in parts:\n"
+                   "        consumer.position(tp)\n"
+                   "    consumer.commit()\n"
+                   "    consumer.close()\n"
+                   "    return len(load_flights(day=1))\n",
+                   LAB4_COUNT_SOLUTION),),
+             fails("lab4-q1")),
     Scenario("members-assign-everything", "lab4", "every member assign()s all partitions instead of subscribing",
              (Edit("lab4-member", "sub",
                    'consumer.assign([__import__("kafka").TopicPartition(topic_name("departures"), p) for p in range(4)])',
@@ -376,6 +418,40 @@ SCENARIOS = (
                    "    consumer.close()\n"
                    "    return totals\n"),),
              fails("lab1-q4")),
+    Scenario("replay-from-memory", "lab5", "replay never reads the topic: it filters the notebook's own flights "
+             "by their departure times (right on departures, which holds exactly the dataset)",
+             (Edit("lab5-replay", "replace",
+                   "def replay(topic, start_ms, end_ms):\n"
+                   "    return [flight_id(f) for f in flights if start_ms <= departure_ms(f) < end_ms]\n"),),
+             fails("lab5-q1")),
+    Scenario("replay-reads-departures-always", "lab5", "replay takes a topic but reads departures, the "
+             "notebook's own topic, whatever it is given",
+             (Edit("lab5-replay", "sub", "partitions_for_topic(departures))]", "partitions_for_topic(topic))]"),
+              Edit("lab5-replay", "sub", "TopicPartition(departures, p)", "TopicPartition(topic, p)")),
+             fails("lab5-q1")),
+    Scenario("replay-by-timestamp-filter", "lab5", "correct in another style: replay seeks each partition with "
+             "offsets_for_times, iterates the consumer until every partition reaches its end offset, and keeps "
+             "the records in the window (no pause)",
+             (Edit("lab5-replay", "replace",
+                   "def replay(topic, start_ms, end_ms):\n"
+                   "    c = KafkaConsumer(**lab.connection, enable_auto_commit=False, consumer_timeout_ms=3000)\n"
+                   "    parts = [TopicPartition(topic, p) for p in c.partitions_for_topic(topic)]\n"
+                   "    c.assign(parts)\n"
+                   "    found = c.offsets_for_times(dict.fromkeys(parts, start_ms))\n"
+                   "    last = c.end_offsets(parts)\n"
+                   "    todo = set()\n"
+                   "    for tp, at in found.items():\n"
+                   "        if at is not None and at.offset < last[tp]:\n"
+                   "            c.seek(tp, at.offset)\n"
+                   "            todo.add(tp)\n"
+                   "    out = []\n"
+                   "    while todo:\n"
+                   "        for tp, rs in c.poll(timeout_ms=500).items():\n"
+                   "            out += [json.loads(r.value)['id'] for r in rs if start_ms <= r.timestamp < end_ms]\n"
+                   "            if rs and rs[-1].offset + 1 >= last[tp]:\n"
+                   "                todo.discard(tp)\n"
+                   "    c.close()\n"
+                   "    return out\n"),)),
     Scenario("alerts-over-sixty", "lab5", "the job alerts for dep_delay > 60 where the text says 60 or more",
              (Edit("lab5-alerts", "sub", 'f["dep_delay"] > 60:', 'f["dep_delay"] >= 60:'),),
              fails("lab5-q4")),
@@ -480,7 +556,7 @@ c.close()
              (Edit("lab1-increase", "sub", "def increase(key, amt)\n", "def increase(key, amt):\n"),),
              fails("lab1-q1"), note="SyntaxError"),
     Scenario("exception-in-cell", "lab2", "an index error while reading the metadata",
-             (Edit("lab2-first-sent", "sub", "futures[len(futures)]", "futures[0]"),),
+             (Edit("lab2-locate", "sub", 'key=flights[len(flights)]["carrier"]', 'key=flight["carrier"]'),),
              fails("lab2-q3"), note="IndexError"),
     Scenario("infinite-poll-loop", "lab2", "a poll loop with no way out",
              (Edit("lab2-consume", "sub", "while True:", "while empty_polls < 3:"),),
@@ -586,7 +662,7 @@ c.close()
                    "    return stub.Increase(counter_pb2.IncreaseRequest(key=key, amount=amt)).total\n")),
              fails()),
     Scenario("consumes-with-statistics", "lab2", "the delays gathered in a defaultdict(list) and averaged with "
-             "statistics.fmean, the poll loop stopping on a deadline after the last record; first_sent a list",
+             "statistics.fmean, the poll loop stopping on a deadline after the last record; locate returns a list",
              (Edit("lab2-consume", "sub",
                    "    import statistics, time\n"
                    "    from collections import defaultdict\n"
@@ -604,8 +680,8 @@ c.close()
                    "    consumer.close()\n"
                    "    return {o: round(statistics.fmean(d), 2) for o, d in by_origin.items()}\n",
                    SOLUTION_DELAYS_LOOP),
-              Edit("lab2-first-sent", "sub", "first_sent = [meta.topic_partition.partition, meta.offset]",
-                   "first_sent = (meta.partition, meta.offset)")),
+              Edit("lab2-locate", "sub", "return [meta.topic_partition.partition, meta.offset]",
+                   "return (meta.partition, meta.offset)")),
              fails()),
     Scenario("member-commits-each-partition", "lab4", "group_member.py polls a few records at a time and commits "
              "each partition's next offset explicitly (OffsetAndMetadata), its partitions gathered as it goes",
@@ -1606,14 +1682,14 @@ ATTACKS = (
     Scenario("answers-from-public-data", "lab2", "the average delays are computed from the public CSV "
              "instead of consuming the topic (nothing read, nothing committed)",
              (Edit("lab2-consume", "replace",
-                   "def average_delay_by_origin():\n"
+                   "def average_delay_by_origin(topic, group):\n"
                    "    sums, counts = {}, {}\n"
                    "    for f in load_flights(day=1):\n"
                    "        if f['dep_delay'] is not None:\n"
                    "            sums[f['origin']] = sums.get(f['origin'], 0) + f['dep_delay']\n"
                    "            counts[f['origin']] = counts.get(f['origin'], 0) + 1\n"
                    "    return {o: round(sums[o] / counts[o], 2) for o in sums}\n"
-                   "delays = average_delay_by_origin()"),),
+                   "delays = average_delay_by_origin(flights_topic, \"delays\")"),),
              fails("lab2-q4")),
     Scenario("defuses-the-crash-harness", "lab5", "the consumer takes back the real open() so the harness "
              "cannot crash it mid-write, and writes its checkpoint in place",
