@@ -9,6 +9,15 @@ The same check runs in two places:
 - in the grader's own process, after the notebook ran (`python -m autograder grade`): it
   reads values out of the kernel, but computes the truth and the verdict itself, so code
   in the notebook cannot change the score it reports.
+
+The rule every check follows: its truth is data the notebook could not know when it ran.
+Records, keys, timestamps, amounts and group states come from the grading's seed (ctx.rng),
+on topics the grading's user may only read (kafka_state.graders_topic, ctx.protect), and the
+student's functions are called on them; the public dataset and the notebook's own printouts
+are never the only truth, so an answer copied from either fails. A value about the student's
+own run is checked against the brokers' or the processes' record of that run, not against
+what the run reports about itself. A step a check cannot carry out fails the part, saying why;
+it never lets the part pass untested.
 """
 
 from __future__ import annotations
