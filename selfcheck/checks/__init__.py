@@ -46,6 +46,29 @@ def expect_equal(found: Any, expected: Any, what: str, hint: str = "") -> None:
     expect(found == expected, what, expected, found, hint)
 
 
+PREDICTIONS_RULE = ("a prediction earns its points by being made, in the form asked, before the demo runs; "
+                    "whether it was right is reported, not scored")
+
+
+def prediction(ctx: "Context", name: str, well_formed: Callable[[Any], bool], form: Any, what: str) -> Any:
+    """The notebook's prediction `name`, which must be well formed (a CheckFailed says `what` it
+    should be, in `form`). Only its form is scored: a value can be changed after the demo has
+    shown the answer, so scoring whether it is right would reward exactly that."""
+    value = ctx.sub.value(name)
+    expect(value is not None and well_formed(value), f"{name} should be {what}", expected=form, found=value,
+           hint="Write your prediction in the cell before the demo, replacing None, then run the demo. "
+                f"({PREDICTIONS_RULE[0].upper() + PREDICTIONS_RULE[1:]}.)")
+    return value
+
+
+def prediction_feedback(name: str, predicted: Any, shown: Any, why: str) -> str:
+    """What the part's result says about a prediction: right, or what the demo showed instead
+    (never part of the score)."""
+    if predicted == shown:
+        return f"{name}: right, the demo showed the same"
+    return f"{name}: you predicted {predicted!r}, the demo showed {shown!r} (not scored). {why}"
+
+
 class Submission(Protocol):
     """What a check may ask of the student's code."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .. import protos
-from . import CheckFailed, Context, check, expect, expect_equal
+from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
 from .kafka_state import committed_offsets, describe_topic, end_offsets, graders_topic, read_all, short_name, topic_configs
 
 TOPIC = "flights"
@@ -196,14 +196,15 @@ def delays_by_origin(ctx: Context) -> None:
 
 
 @check("lab2-q5")
-def earliest_and_latest(ctx: Context) -> None:
+def earliest_and_latest(ctx: Context) -> str:
     """the second read was predicted, and new groups read every message with 'earliest' and none with 'latest'"""
     ends = end_offsets(ctx, TOPIC)
     # The text's premise: the group read everything and committed (lab2-q4 checks that it did).
-    predicted = ctx.sub.value("predicted_again")
-    expect(predicted == {}, "predicted_again: what a second average_delay_by_origin(flights_topic, \"delays\") "
-           "with the same group returns", expected={}, found=predicted,
-           hint="The group committed the end of every partition; the same group carries on from there.")
+    predicted = prediction(ctx, "predicted_again", lambda v: True, "a value",
+                           "what a second average_delay_by_origin(flights_topic, \"delays\") returns")
+    feedback = prediction_feedback("predicted_again", predicted, {},
+                                   "The group committed the end of every partition; the same group carries on "
+                                   "from there.")
     total = sum(ends.values())
     for group, reset, count, want_count in (("from-the-start", "earliest", "earliest_count", total),
                                             ("from-now-on", "latest", "latest_count", 0)):
@@ -229,3 +230,4 @@ def earliest_and_latest(ctx: Context) -> None:
         expect_equal(committed_offsets(ctx, group, short_name(topic)), theirs,
                      f"offsets committed by group {ctx.group(group)} on the grader's topic",
                      hint="Close the consumer: kafka-python commits its position when it closes.")
+    return feedback

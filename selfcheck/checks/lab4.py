@@ -7,7 +7,7 @@ import time
 
 from kafka import KafkaProducer
 
-from . import CheckFailed, Context, check, expect, expect_equal
+from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
 from .kafka_state import committed_offsets, end_offsets, graders_topic, short_name
 from .scripts import start, stop, wait
 
@@ -68,14 +68,14 @@ def two_groups_see_everything(ctx: Context) -> None:
 
 
 @check("lab4-q2")
-def members_split_partitions(ctx: Context) -> None:
-    """five copies of group_member.py split four partitions, one each and one idle, as predicted"""
+def members_split_partitions(ctx: Context) -> str:
+    """five copies of group_member.py split four partitions, one each and one idle; a prediction was made"""
     try:
         owned = _members_split_partitions(ctx)
     except CheckFailed as e:
         ctx.scratch["member_error"] = e
         raise
-    check_prediction(ctx, owned)   # a wrong prediction fails this part only, not lab4-q3
+    return check_prediction(ctx, owned)
 
 
 def _members_split_partitions(ctx: Context) -> list[int]:
@@ -113,15 +113,14 @@ def _members_split_partitions(ctx: Context) -> list[int]:
     return owned
 
 
-def check_prediction(ctx: Context, owned: list[int]) -> None:
-    predicted = ctx.sub.value("predicted_shares")
-    expect(isinstance(predicted, (list, tuple)) and len(predicted) == MEMBERS
-           and all(isinstance(n, int) and not isinstance(n, bool) for n in predicted),
-           "predicted_shares should list five numbers of partitions, one per member", found=predicted)
-    expect_equal(sorted(predicted), owned, "predicted_shares (in any order) against the partitions per member "
-                 "the coordinator handed out",
-                 hint="A partition is read by one member of a group at a time; with more members than "
-                      "partitions, some members get none.")
+def check_prediction(ctx: Context, owned: list[int]) -> str:
+    predicted = prediction(ctx, "predicted_shares",
+                           lambda v: isinstance(v, (list, tuple)) and len(v) == MEMBERS
+                           and all(isinstance(n, int) and not isinstance(n, bool) for n in v),
+                           "[n, n, n, n, n]", "five numbers of partitions, one per member")
+    return prediction_feedback("predicted_shares (in any order)", sorted(predicted), owned,
+                               "A partition is read by one member of a group at a time; with more members than "
+                               "partitions, some members get none.")
 
 
 @check("lab4-q3")

@@ -9,7 +9,7 @@ from collections import Counter
 
 from cluster.safe_files import list_dir, remove
 
-from . import CheckFailed, Context, check, expect, expect_equal
+from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
 from .kafka_state import committed_offsets, end_offsets, graders_topic, read_all, short_name
 from .scripts import CRASHED, read_student_file, start, wait
 
@@ -92,8 +92,8 @@ def graders_departures(ctx: Context) -> tuple[str, list[tuple[int, int, str]]]:
 
 
 @check("lab5-q2")
-def predicted_the_retry(ctx: Context) -> None:
-    """the prediction of what a retry leaves on the topic matches what the demo left there"""
+def predicted_the_retry(ctx: Context) -> str:
+    """a prediction of what a retry leaves was made, and the demo left on the topic what it should"""
     copies = Counter((r.key or b"").decode(errors="replace") for r in read_all(ctx, RETRIES) if r.key)
     found = {name: copies.get(name, 0) for name in PRODUCERS}
     expect(all(found.values()), f"{ctx.topic(RETRIES)} should hold the demo's records, keyed by producer",
@@ -101,14 +101,13 @@ def predicted_the_retry(ctx: Context) -> None:
            hint="Run the demo cell (after your prediction) and leave it as it is.")
     expect_equal(found, RETRY_LESSON, f"copies of each record after one lost answer, on {ctx.topic(RETRIES)}",
                  hint="The demo did not show what it should: run it as given, with a fresh topic (its first line).")
-    predicted = ctx.sub.value("predicted_copies")
-    expect(isinstance(predicted, dict) and all(isinstance(predicted.get(n), int) and
-                                              not isinstance(predicted.get(n), bool) for n in PRODUCERS),
-           "predicted_copies should give a whole number for each producer",
-           expected={n: "a number" for n in PRODUCERS}, found=predicted)
-    expect_equal({n: predicted[n] for n in PRODUCERS}, found, "your predicted copies, against the topic",
-                 hint="Think about what the broker has already written when the answer is lost, and what "
-                      "a producer id and sequence number let it recognise.")
+    predicted = prediction(ctx, "predicted_copies",
+                           lambda v: isinstance(v, dict) and all(isinstance(v.get(n), int) and
+                                                                 not isinstance(v.get(n), bool) for n in PRODUCERS),
+                           {n: "a number" for n in PRODUCERS}, "a whole number of copies for each producer")
+    return prediction_feedback("predicted_copies", {n: predicted[n] for n in PRODUCERS}, found,
+                               "Think about what the broker has already written when the answer is lost, and "
+                               "what a producer id and sequence number let it recognise.")
 
 
 def read_checkpoint(ctx: Context) -> dict:
