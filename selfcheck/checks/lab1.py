@@ -15,6 +15,7 @@ EVENTS_TOPIC = "counter-events"
 UPDATES = 300            # the notebook streams the first 300 flights of January 1st
 RPC_TIMEOUT_S = 5
 TRIPS = 50               # e2e_latency_ms is the median of 50 trips
+TIMED = 200              # rpc_latency_ms and send_latency_ms: the medians of 200 calls each
 # gRPC's core logs a connection's every goaway on stderr, in the middle of the grader's report
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
@@ -303,23 +304,31 @@ LATENCY_BELOW, LATENCY_ABOVE = 100, 20
 
 @check("lab1-q5", kernel_runs="the grader's reference calls the server running in the kernel")
 def measurements(ctx: Context) -> None:
-    """the three latencies agree with the grader's own measurements, and the sizes are exact"""
-    sample = ctx.sub.value("sample")
-    expect(isinstance(sample, dict) and set(sample) == {"key", "amount", "sent_ms"},
-           "sample should be the dict given in the notebook", found=sample)
-    expect_equal(ctx.sub.value("json_bytes"), len(json.dumps(sample).encode()),
-                 "json_bytes: the size of json.dumps(sample) in bytes",
-                 hint="The size of the JSON text once encoded to bytes.")
-    proto = messages()["CounterEvent"](**sample).SerializeToString()
-    expect_equal(ctx.sub.value("proto_bytes"), len(proto), "proto_bytes: the size of the protobuf encoding",
-                 hint="The size of the sample serialized as a protobuf CounterEvent, in bytes: not its JSON, "
-                      "and not the size of the Python object.")
-    # The end-to-end figure must come from real trips: events with the key "trip" on the topic.
-    trips = [r for r in read_all(ctx, EVENTS_TOPIC) if r.key == b"trip"]
-    expect(len(trips) >= TRIPS, f"trip events (key \"trip\") on {ctx.topic(EVENTS_TOPIC)}",
-           expected=f"at least {TRIPS}", found=len(trips),
-           hint="e2e_latency_ms is measured, not estimated: each trip_ms() call sends one event with the key "
-                "\"trip\" and waits until trip_consumer reads it back.")
+    """the three latencies were measured and agree with the grader's own; sizes(event) is exact"""
+    Event = messages()["CounterEvent"]
+    for _ in range(2):   # events of the grader's own: a size copied from a printout is the sample's only
+        event = {"key": ctx.rng.choice(["UA", "DL", "B6", "EV"]) + "-" * ctx.rng.randrange(0, 30),
+                 "amount": ctx.rng.randrange(1, 10 ** ctx.rng.randrange(1, 10)),
+                 "sent_ms": 1357000000000 + ctx.rng.randrange(10**9)}
+        want = (len(json.dumps(event).encode()), len(Event(**event).SerializeToString()))
+        got = ctx.sub.value(f"sizes({event!r})")
+        got = list(got) if isinstance(got, (list, tuple)) else got
+        expect_equal(got, list(want), f"sizes({event!r}): (bytes as JSON, bytes as protobuf)",
+                     hint="The size of json.dumps(event) once encoded to bytes, and of the event serialized as a "
+                          "protobuf CounterEvent: not the size of the Python object.")
+    # The figures must come from real calls: on the topic, events with the key "trip" (the trips)
+    # and "bench" (the timed sends); on the student's server, the timed Increase("bench") calls.
+    records = read_all(ctx, EVENTS_TOPIC)
+    for key, n, what in ((b"trip", TRIPS, "e2e_latency_ms: each trip_ms() call sends one event with the key "
+                                           "\"trip\" and waits until trip_consumer reads it back"),
+                         (b"bench", TIMED, "send_latency_ms: time 200 send_increase(\"bench\", 1) calls")):
+        found = sum(r.key == key for r in records)
+        expect(found >= n, f"events with the key {key.decode()!r} on {ctx.topic(EVENTS_TOPIC)}",
+               expected=f"at least {n}", found=found, hint=f"Latencies are measured, not estimated: {what}.")
+    counted = rpc(server_port(ctx), "Get", messages()["GetRequest"](key="bench")).total
+    expect(counted >= TIMED, "the count of \"bench\" on your RPC server",
+           expected=f"at least {TIMED} (rpc_latency_ms: 200 rpc_increase(\"bench\", 1) calls)", found=counted,
+           hint="Latencies are measured, not estimated: time 200 rpc_increase(\"bench\", 1) calls.")
     b = bench(ctx)
     b.send().get(timeout=10)   # connected and warm, as the notebook's producer is
     references = {"rpc_latency_ms": (median_ms(b.rpc, 50), "one RPC round trip"),
