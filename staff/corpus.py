@@ -1281,7 +1281,7 @@ c.close()
                    "            .selectExpr('w.start AS hour', 'origin', 'flights', 'avg_delay'))\n"),
               Edit("lab9-job", "sub", 'maxOffsetsPerTrigger="60"', 'maxOffsetsPerTrigger="100"'),
               Edit("lab9-join", "sub",
-                   "name_of = {a['carrier']: a['name'] for a in airlines()}\n"
+                   "name_of = {r['carrier']: r['name'] for r in names.collect()}\n"
                    "    return flights.withColumn('name', F.udf(name_of.get)('carrier'))",
                    'return flights.join(names, "carrier", "left")'),
               Edit("lab9-weather", "replace",
