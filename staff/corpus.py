@@ -1099,7 +1099,7 @@ c.close()
                    "thread.join()\n"
                    "producer.close()\n"
                    "admin.close()\n"),),
-             fails("lab7-q3")),
+             fails("lab7-q3"), note="the leaders appended"),
     Scenario("producer-without-retries", "lab7", "the producer gives up on a write the leader refuses (retries=0)",
              (Edit("lab7-producer", "sub", 'acks="all", retries=0, enable_idempotence=False',
                    'acks="all", enable_idempotence=True'),),
