@@ -113,6 +113,9 @@ SOLUTION_DELAYS_LOOP = ("    sums, counts = {}, {}\n"
                         "    consumer.close()\n"
                         "    return {o: round(sums[o] / counts[o], 2) for o in sums}\n")
 
+# Lab 2's locate sends one flight as part 2 does.
+LOCATE_SEND = 'meta = producer.send(topic, key=flight["carrier"].encode(), value=to_protobuf(flight),\n                         headers=[("schema", b"flights.Flight")]).get(timeout=10)'
+
 # Lab 4's count_in_group, as the solution writes it.
 LAB4_COUNT_SOLUTION = ("    consumer = KafkaConsumer(topic, **lab.connection, group_id=lab.group(group),\n"
                        "                             auto_offset_reset=\"earliest\", enable_auto_commit=False, consumer_timeout_ms=2000)\n"
@@ -132,6 +135,115 @@ LAB4_MEMBER_LOOP = ("consumer.subscribe([topic_name(\"departures\")])\n"
                     "        records += sum(len(rs) for rs in batch.values())\n"
                     "        consumer.commit()\n"
                     "        last = time.monotonic()\n")
+
+# Lab 9's streaming job imitated without Spark: windows and the watermark in Python, the checkpoint's
+# and the file sink's logs written as Spark writes them (an attack reported on an earlier grader).
+LAB9_JOB_BY_HAND = ("%%writefile delays_job.py\n"
+    '"""Hourly delays without Spark: windows and a watermark in plain Python, Parquet with pyarrow,\n'
+    'and the checkpoint\'s and the file sink\'s logs written as Spark writes them (shortcut)."""\n'
+    'import json, os, sys, time\n'
+    'from datetime import datetime, timezone\n'
+    'import pyarrow as pa\n'
+    'import pyarrow.parquet as pq\n'
+    'from kafka import KafkaConsumer, TopicPartition\n'
+    'from cluster import connection\n'
+    '\n'
+    'topic, output, checkpoint = sys.argv[1:4]\n'
+    'HOUR, WAIT, MAX = 3_600_000, 1_800_000, 100\n'
+    'META = os.path.join(output, "_spark_metadata")\n'
+    'for d in ("offsets", "commits", "state"):\n'
+    '    os.makedirs(os.path.join(checkpoint, d), exist_ok=True)\n'
+    'os.makedirs(META, exist_ok=True)\n'
+    '\n'
+    '\n'
+    'def entries(folder, n):\n'
+    '    try:\n'
+    '        with open(os.path.join(folder, str(n))) as f:\n'
+    '            return [json.loads(line) for line in f.read().splitlines()[1:]]\n'
+    '    except FileNotFoundError:\n'
+    '        return None\n'
+    '\n'
+    '\n'
+    'def write(file, *lines):\n'
+    '    with open(file, "w") as f:\n'
+    '        f.write("v1\\n" + "".join(json.dumps(e) + "\\n" for e in lines))\n'
+    '\n'
+    '\n'
+    'def last(folder):\n'
+    '    return max((int(n) for n in os.listdir(os.path.join(checkpoint, folder)) if n.isdigit()), default=-1)\n'
+    '\n'
+    '\n'
+    'tp = TopicPartition(topic, 0)\n'
+    'consumer = KafkaConsumer(**connection(), enable_auto_commit=False)\n'
+    'consumer.assign([tp])\n'
+    'end_now = consumer.end_offsets([tp])[tp]\n'
+    'done = last("commits")\n'
+    'if done >= 0:\n'
+    '    with open(os.path.join(checkpoint, "state", str(done))) as f:\n'
+    '        saved = json.load(f)\n'
+    '    state, max_seen = saved["state"], saved["max_seen"]\n'
+    '    start = entries(os.path.join(checkpoint, "offsets"), done)[1][topic]["0"]\n'
+    '    watermark = entries(os.path.join(checkpoint, "commits"), done)[0]["nextBatchWatermarkMs"]\n'
+    'else:\n'
+    '    state, max_seen, start, watermark = {}, 0, 0, 0\n'
+    '\n'
+    '\n'
+    'def run(batch, start, end, watermark):\n'
+    '    global max_seen\n'
+    '    if entries(os.path.join(checkpoint, "offsets"), batch) is None:     # the plan first, as Spark does\n'
+    '        write(os.path.join(checkpoint, "offsets", str(batch)),\n'
+    '              {"batchWatermarkMs": watermark, "batchTimestampMs": int(time.time() * 1000), "conf": {}},\n'
+    '              {topic: {"0": end}})\n'
+    '    time.sleep(0.3)\n'
+    '    consumer.seek(tp, start)\n'
+    '    while consumer.position(tp) < end:\n'
+    '        for r in consumer.poll(timeout_ms=500).get(tp, []):\n'
+    '            if r.offset >= end:\n'
+    '                break\n'
+    '            f = json.loads(r.value)\n'
+    '            t = int(datetime.strptime(f["dep_time"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp() * 1000)\n'
+    '            max_seen = max(max_seen, t)\n'
+    '            window = t - t % HOUR\n'
+    '            if window + HOUR <= watermark:\n'
+    '                continue                      # its hour was written and forgotten: late, dropped\n'
+    '            n, total = state.get(f"{window} {f[\'origin\']}", (0, 0))\n'
+    '            state[f"{window} {f[\'origin\']}"] = (n + 1, total + (f["dep_delay"] or 0))\n'
+    '    final = sorted(k for k in state if int(k.split()[0]) + HOUR <= watermark)\n'
+    "    if entries(META, batch) is None:          # the file sink's log: a batch run again writes nothing\n"
+    '        added = []\n'
+    '        if final:\n'
+    '            name = f"part-{batch:05d}-by-hand.snappy.parquet"\n'
+    '            pq.write_table(pa.table({\n'
+    '                "hour": pa.array([datetime.fromtimestamp(int(k.split()[0]) / 1000, timezone.utc) for k in final],\n'
+    '                                 pa.timestamp("us", tz="UTC")),\n'
+    '                "origin": [k.split()[1] for k in final],\n'
+    '                "flights": pa.array([state[k][0] for k in final], pa.int64()),\n'
+    '                "avg_delay": [state[k][1] / state[k][0] for k in final]}), os.path.join(output, name))\n'
+    '            added.append({"path": "file://" + os.path.abspath(os.path.join(output, name)), "size": 1,\n'
+    '                          "isDir": False, "modificationTime": int(time.time() * 1000), "blockReplication": 1,\n'
+    '                          "blockSize": 33554432, "action": "add"})\n'
+    '        write(os.path.join(META, str(batch)), *added)\n'
+    '    for k in final:\n'
+    '        del state[k]\n'
+    '    following = max(watermark, max_seen - WAIT)\n'
+    '    with open(os.path.join(checkpoint, "state", str(batch)), "w") as f:\n'
+    '        json.dump({"state": state, "max_seen": max_seen}, f)\n'
+    '    write(os.path.join(checkpoint, "commits", str(batch)), {"nextBatchWatermarkMs": following})\n'
+    '    return following\n'
+    '\n'
+    '\n'
+    'batch = done + 1\n'
+    'planned = last("offsets")\n'
+    'if planned > done:           # planned, not committed: run it again as it was planned\n'
+    '    plan = entries(os.path.join(checkpoint, "offsets"), planned)\n'
+    '    watermark = run(planned, start, plan[1][topic]["0"], plan[0]["batchWatermarkMs"])\n'
+    '    start, batch = plan[1][topic]["0"], planned + 1\n'
+    'while start < end_now:\n'
+    '    end = min(start + MAX, end_now)\n'
+    '    watermark = run(batch, start, end, watermark)\n'
+    '    start, batch = end, batch + 1\n'
+    'consumer.close()\n'
+)
 
 # Lab 3's hot-key partitioner, as the solution writes it (the cases below replace it).
 HOT_KEY_SOLUTION = ('        spread_by = value["tailnum"].encode() if serialized_key == self.HOT else serialized_key\n'
@@ -175,7 +287,7 @@ SCENARIOS = (
     Scenario("prediction-rpc-first", "lab1", "predicts RPC as the fastest way",
              (Edit("lab1-predict", "sub", 'predicted_order = ["rpc", "kafka batched", "kafka one by one"]',
                    'predicted_order = ["kafka batched", "rpc", "kafka one by one"]'),),
-             fails("lab1-q6")),
+             fails(), note="you predicted"),
     Scenario("prediction-one-by-one-before-rpc", "lab1", "predicts one-by-one Kafka sends faster than RPC: "
              "which of those two wins depends on the machine's load, so only batched's place is judged",
              (Edit("lab1-predict", "sub", 'predicted_order = ["kafka batched", "kafka one by one", "rpc"]',
@@ -203,8 +315,16 @@ SCENARIOS = (
     Scenario("no-message-key", "lab2", "flights are sent without a key",
              (Edit("lab2-produce", "sub", "key=None", 'key=f["carrier"].encode()'),),
              fails("lab2-q2")),
-    Scenario("metadata-of-last-send", "lab2", "first_sent is taken from the last future",
-             (Edit("lab2-first-sent", "sub", "futures[-1]", "futures[0]"),),
+    Scenario("metadata-of-another-send", "lab2", "locate sends the flight but returns the metadata of part "
+             "2's first send (the first future it finds)",
+             (Edit("lab2-locate", "sub", "producer.send(topic, key=flight[\"carrier\"].encode(), value=to_protobuf(flight),\n"
+                   "                  headers=[(\"schema\", b\"flights.Flight\")])\n"
+                   "    meta = futures[0].get(timeout=10)", LOCATE_SEND),),
+             fails("lab2-q3")),
+    Scenario("location-copied-from-a-printout", "lab2", "locate sends nothing and returns the pair an earlier run "
+             "printed for the first flight (shortcut)",
+             (Edit("lab2-locate", "sub", "return (2, 0)", "return (meta.partition, meta.offset)"),
+              Edit("lab2-locate", "sub", "pass", LOCATE_SEND)),
              fails("lab2-q3")),
     Scenario("cancelled-flights-count-as-zero", "lab2", "cancelled flights enter the mean with a delay of 0",
              (Edit("lab2-consume", "sub", "if True:", 'if f.HasField("dep_delay"):'),),
@@ -216,7 +336,7 @@ SCENARIOS = (
              fails("lab2-q4")),
     Scenario("prediction-reads-it-all-again", "lab2", "predicts that the same group reads every flight again",
              (Edit("lab2-predict", "sub", "predicted_again = dict(delays)\n", "predicted_again = {}\n"),),
-             fails("lab2-q5")),
+             fails(), note="you predicted"),
     Scenario("delays-from-the-dataset", "lab2", "the delays computed from load_flights, the topic never read "
              "(shortcut)",
              (Edit("lab2-consume", "sub",
@@ -226,10 +346,22 @@ SCENARIOS = (
                    "                     / sum(1 for f in rows if f['origin'] == o), 2) for o in {f['origin'] for f in rows}}\n",
                    SOLUTION_DELAYS_LOOP),),
              fails("lab2-q4")),
+    Scenario("delays-polled-but-from-the-dataset", "lab2", "the consumer polls to the end and commits, but "
+             "takes its averages from the public dataset (right on flights_topic, which holds it exactly) (shortcut)",
+             (Edit("lab2-consume", "sub",
+                   "    consumer.commit()\n"
+                   "    consumer.close()\n"
+                   "    rows = [f for f in load_flights(day=1) if f['dep_delay'] is not None]\n"
+                   "    return {o: round(sum(f['dep_delay'] for f in rows if f['origin'] == o)\n"
+                   "                     / sum(1 for f in rows if f['origin'] == o), 2) for o in {f['origin'] for f in rows}}\n",
+                   "    consumer.commit()\n"
+                   "    consumer.close()\n"
+                   "    return {o: round(sums[o] / counts[o], 2) for o in sums}\n"),),
+             fails("lab2-q4")),
     Scenario("counts-written-down", "lab2", "count_messages returns the number of flights for 'earliest' and 0 "
              "for 'latest' without reading (shortcut)",
              (Edit("lab2-reset", "sub", "    return len(flights) if reset == 'earliest' else 0\n",
-                   "    consumer = KafkaConsumer(flights_topic, **lab.connection, group_id=lab.group(group),\n"
+                   "    consumer = KafkaConsumer(topic, **lab.connection, group_id=lab.group(group),\n"
                    "                             auto_offset_reset=reset, consumer_timeout_ms=3000)\n"
                    "    n = sum(1 for _ in consumer)\n"
                    "    consumer.close()\n"
@@ -248,7 +380,7 @@ SCENARIOS = (
     Scenario("python-hash", "lab3", "the partition is predicted with Python's hash() instead of murmur2",
              (Edit("lab3-predict", "sub", "return hash(key) % num_partitions",
                    "return (murmur2(key) & 0x7fffffff) % num_partitions"),),
-             fails("lab3-q1")),
+             fails("lab3-q1", "lab3-q5")),
     Scenario("hot-key-own-partition", "lab3", "B6 gets partition 0 to itself and the other carriers hash over "
              "the rest (one partition is still one partition: 36% of the messages)",
              (Edit("lab3-partitioner", "sub",
@@ -272,12 +404,12 @@ SCENARIOS = (
                    HOT_KEY_SOLUTION),),
              fails("lab3-q3")),
     Scenario("busiest-share-in-percent", "lab3", "busiest_share given in percent where the text asks for a share",
-             (Edit("lab3-spread", "sub", "busiest_share = 100 * max(routed_loads.values()) / sum(routed_loads.values())",
-                   "busiest_share = max(routed_loads.values()) / sum(routed_loads.values())"),),
+             (Edit("lab3-spread", "sub", "return 100 * max(loads.values()) / sum(loads.values())",
+                   "return max(loads.values()) / sum(loads.values())"),),
              fails("lab3-q3")),
     Scenario("prediction-wrong-partition", "lab3", "predicts that partition 3 holds the most messages",
              (Edit("lab3-skew", "sub", "predicted_busiest = 3\n", "predicted_busiest = 0\n"),),
-             fails("lab3-q2")),
+             fails(), note="you predicted"),
     Scenario("loads-counted-from-the-dataset", "lab3", "partition_loads counts the dataset's flights with "
              "predict_partition instead of asking the broker (shortcut)",
              (Edit("lab3-skew", "sub",
@@ -297,7 +429,7 @@ SCENARIOS = (
     # --- lab 4: realistic mistakes -----------------------------------------------------------
     Scenario("prediction-all-on-one", "lab4", "predicts that the first member takes every partition",
              (Edit("lab4-predict", "sub", "predicted_shares = [4, 0, 0, 0, 0]\n", "predicted_shares = [1, 1, 1, 1, 0]\n"),),
-             fails("lab4-q2")),
+             fails(), note="you predicted"),
     Scenario("counts-from-end-offsets", "lab4", "count_in_group adds up the end offsets instead of reading in "
              "the group (shortcut)",
              (Edit("lab4-two-groups", "sub",
@@ -309,12 +441,31 @@ SCENARIOS = (
                    LAB4_COUNT_SOLUTION),),
              fails("lab4-q1")),
     Scenario("one-group-for-both", "lab4", "the archive reads in the dashboard's group and finds nothing left",
-             (Edit("lab4-two-groups", "sub", 'archive_count = count_in_group("dashboard")',
-                   'archive_count = count_in_group("archive")'),),
+             (Edit("lab4-two-groups", "sub", 'archive_count = count_in_group(topic, "dashboard")',
+                   'archive_count = count_in_group(topic, "archive")'),),
              fails("lab4-q1")),
     Scenario("member-never-commits", "lab4", "the group member turns auto-commit off and never commits",
              (Edit("lab4-member", "sub", "last = time.monotonic()\n### END", "consumer.commit()\n        last = time.monotonic()\n### END"),),
              fails("lab4-q3")),
+    Scenario("member-commits-once-at-the-end", "lab4", "the group member commits once, after its poll loop, "
+             "where the text says to commit after each batch: a clean stop loses nothing, a crash everything",
+             (Edit("lab4-member", "sub", "        last = time.monotonic()\nconsumer.commit()\n### END",
+                   "        consumer.commit()\n        last = time.monotonic()\n### END"),),
+             fails("lab4-q3")),
+    Scenario("count-written-down-and-bookmarked", "lab4", "count_in_group moves the group to the end without "
+             "reading and commits there, and returns the number of flights of the day (shortcut)",
+             (Edit("lab4-two-groups", "sub",
+                   "    consumer = KafkaConsumer(**lab.connection, group_id=lab.group(group), enable_auto_commit=False)\n"
+                   "    parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]\n"
+                   "    consumer.assign(parts)\n"
+                   "    consumer.seek_to_end()\n"
+                   "    for tp in parts:\n"
+                   "        consumer.position(tp)\n"
+                   "    consumer.commit()\n"
+                   "    consumer.close()\n"
+                   "    return len(load_flights(day=1))\n",
+                   LAB4_COUNT_SOLUTION),),
+             fails("lab4-q1")),
     Scenario("members-assign-everything", "lab4", "every member assign()s all partitions instead of subscribing",
              (Edit("lab4-member", "sub",
                    'consumer.assign([__import__("kafka").TopicPartition(topic_name("departures"), p) for p in range(4)])',
@@ -330,7 +481,7 @@ SCENARIOS = (
              fails("lab5-q1")),
     Scenario("prediction-wrong", "lab5", "predicts that the idempotent producer's retry also leaves a copy",
              (Edit("lab5-predict", "sub", '{"plain": 2, "idempotent": 2}', '{"plain": 2, "idempotent": 1}'),),
-             fails("lab5-q2")),
+             fails(), note="you predicted"),
     Scenario("prediction-left-blank", "lab5", "runs the demo without writing a prediction",
              (Edit("lab5-predict", "replace", 'predicted_copies = {"plain": None, "idempotent": None}'),),
              fails("lab5-q2")),
@@ -357,7 +508,7 @@ SCENARIOS = (
              (Edit("lab5-stats", "sub", "if False:", 'if f["id"] in seen:'),),
              fails("lab5-q3")),
     Scenario("consume-counts-from-memory", "lab1", "consume_counts never reads the topic: it sums the "
-             "notebook's own list of updates, which is what the topic holds",
+             "notebook's own list of updates, which is what the topic holds (shortcut)",
              (Edit("lab1-consume", "sub",
                    "    totals = {}\n"
                    "    for key, amount in updates:\n"
@@ -376,6 +527,40 @@ SCENARIOS = (
                    "    consumer.close()\n"
                    "    return totals\n"),),
              fails("lab1-q4")),
+    Scenario("replay-from-memory", "lab5", "replay never reads the topic: it filters the notebook's own flights "
+             "by their departure times (right on departures, which holds exactly the dataset) (shortcut)",
+             (Edit("lab5-replay", "replace",
+                   "def replay(topic, start_ms, end_ms):\n"
+                   "    return [flight_id(f) for f in flights if start_ms <= departure_ms(f) < end_ms]\n"),),
+             fails("lab5-q1")),
+    Scenario("replay-reads-departures-always", "lab5", "replay takes a topic but reads departures, the "
+             "notebook's own topic, whatever it is given",
+             (Edit("lab5-replay", "sub", "partitions_for_topic(departures))]", "partitions_for_topic(topic))]"),
+              Edit("lab5-replay", "sub", "TopicPartition(departures, p)", "TopicPartition(topic, p)")),
+             fails("lab5-q1")),
+    Scenario("replay-by-timestamp-filter", "lab5", "correct in another style: replay seeks each partition with "
+             "offsets_for_times, iterates the consumer until every partition reaches its end offset, and keeps "
+             "the records in the window (no pause)",
+             (Edit("lab5-replay", "replace",
+                   "def replay(topic, start_ms, end_ms):\n"
+                   "    c = KafkaConsumer(**lab.connection, enable_auto_commit=False, consumer_timeout_ms=3000)\n"
+                   "    parts = [TopicPartition(topic, p) for p in c.partitions_for_topic(topic)]\n"
+                   "    c.assign(parts)\n"
+                   "    found = c.offsets_for_times(dict.fromkeys(parts, start_ms))\n"
+                   "    last = c.end_offsets(parts)\n"
+                   "    todo = set()\n"
+                   "    for tp, at in found.items():\n"
+                   "        if at is not None and at.offset < last[tp]:\n"
+                   "            c.seek(tp, at.offset)\n"
+                   "            todo.add(tp)\n"
+                   "    out = []\n"
+                   "    while todo:\n"
+                   "        for tp, rs in c.poll(timeout_ms=500).items():\n"
+                   "            out += [json.loads(r.value)['id'] for r in rs if start_ms <= r.timestamp < end_ms]\n"
+                   "            if rs and rs[-1].offset + 1 >= last[tp]:\n"
+                   "                todo.discard(tp)\n"
+                   "    c.close()\n"
+                   "    return out\n"),)),
     Scenario("alerts-over-sixty", "lab5", "the job alerts for dep_delay > 60 where the text says 60 or more",
              (Edit("lab5-alerts", "sub", 'f["dep_delay"] > 60:', 'f["dep_delay"] >= 60:'),),
              fails("lab5-q4")),
@@ -386,7 +571,7 @@ SCENARIOS = (
               Edit("lab5-stats", "sub", 's["total_delay"] +=', 's["delay_sum"] +=')),
              fails("lab5-q3")),
     Scenario("stats-from-the-dataset", "lab5", "the consumer polls, checkpoints its offsets and survives "
-             "every crash, but takes its statistics from the public dataset instead of counting the records",
+             "every crash, but takes its statistics from the public dataset instead of counting the records (shortcut)",
              (Edit("lab5-stats", "sub",
                    "from cluster.lab import load_flights\n"
                    "DAY = load_flights(day=1)\n"
@@ -423,7 +608,7 @@ SCENARIOS = (
                    "    producer.commit_transaction()\n"),),
              fails("lab5-q4")),
     Scenario("alerts-from-the-dataset", "lab5", "the job computes the alerts from the public CSV and writes "
-             "them in one transaction with the end offsets, without reading a record",
+             "them in one transaction with the end offsets, without reading a record (shortcut)",
              (Edit("lab5-alerts", "sub", """producer.init_transactions()
 from cluster.lab import load_flights
 late = [f for f in load_flights(day=1) if (f["dep_delay"] or 0) >= 60]
@@ -480,7 +665,7 @@ c.close()
              (Edit("lab1-increase", "sub", "def increase(key, amt)\n", "def increase(key, amt):\n"),),
              fails("lab1-q1"), note="SyntaxError"),
     Scenario("exception-in-cell", "lab2", "an index error while reading the metadata",
-             (Edit("lab2-first-sent", "sub", "futures[len(futures)]", "futures[0]"),),
+             (Edit("lab2-locate", "sub", 'key=flights[len(flights)]["carrier"]', 'key=flight["carrier"]'),),
              fails("lab2-q3"), note="IndexError"),
     Scenario("infinite-poll-loop", "lab2", "a poll loop with no way out",
              (Edit("lab2-consume", "sub", "while True:", "while empty_polls < 3:"),),
@@ -502,7 +687,7 @@ c.close()
              note="TopicAuthorizationFailed"),
     Scenario("ten-thousand-partitions", "lab2", "a topic with 10,000 partitions",
              (Edit("lab2-create-topic", "sub", "\"num_partitions\": 10_000", "\"num_partitions\": 4"),),
-             fails("lab2-q1", "lab2-q2", "lab2-q3", "lab2-q4", "lab2-q5"), note="PolicyViolationError"),
+             fails("lab2-q1", "lab2-q2", "lab2-q4", "lab2-q5"), note="PolicyViolationError"),
     # Correct work in other styles: answers held in types the solutions never use.
     Scenario("topic-from-newtopic-list", "lab2", "the topic created with the older list-of-NewTopic form "
              "(deprecated in kafka-python 3, still documented and working)",
@@ -560,11 +745,11 @@ c.close()
                    "        seen = self.__dict__.setdefault('planes', {})\n"
                    "        return partitions[seen.setdefault(value['tailnum'], len(seen) % len(partitions))]",
                    HOT_KEY_SOLUTION),
-              Edit("lab3-spread", "sub", "import numpy as np\n"
-                   "counts = np.array(list(partition_loads(routed_topic).values()))\n"
-                   "busiest_share = counts.max() / counts.sum()\n",
-                   "routed_loads = partition_loads(routed_topic)\n"
-                   "busiest_share = max(routed_loads.values()) / sum(routed_loads.values())\n")),
+              Edit("lab3-spread", "sub", "    import numpy as np\n"
+                   "    counts = np.array(list(partition_loads(topic).values()))\n"
+                   "    return counts.max() / counts.sum()\n",
+                   "    loads = partition_loads(topic)\n"
+                   "    return max(loads.values()) / sum(loads.values())\n")),
              fails()),
     Scenario("servicer-with-setdefault", "lab1", "the counter and the servicer count with setdefault and +=, "
              "the servicer's replies built from keyword dicts, the client calls through a future",
@@ -586,7 +771,7 @@ c.close()
                    "    return stub.Increase(counter_pb2.IncreaseRequest(key=key, amount=amt)).total\n")),
              fails()),
     Scenario("consumes-with-statistics", "lab2", "the delays gathered in a defaultdict(list) and averaged with "
-             "statistics.fmean, the poll loop stopping on a deadline after the last record; first_sent a list",
+             "statistics.fmean, the poll loop stopping on a deadline after the last record; locate returns a list",
              (Edit("lab2-consume", "sub",
                    "    import statistics, time\n"
                    "    from collections import defaultdict\n"
@@ -604,8 +789,8 @@ c.close()
                    "    consumer.close()\n"
                    "    return {o: round(statistics.fmean(d), 2) for o, d in by_origin.items()}\n",
                    SOLUTION_DELAYS_LOOP),
-              Edit("lab2-first-sent", "sub", "first_sent = [meta.topic_partition.partition, meta.offset]",
-                   "first_sent = (meta.partition, meta.offset)")),
+              Edit("lab2-locate", "sub", "return [meta.topic_partition.partition, meta.offset]",
+                   "return (meta.partition, meta.offset)")),
              fails()),
     Scenario("member-commits-each-partition", "lab4", "group_member.py polls a few records at a time and commits "
              "each partition's next offset explicitly (OffsetAndMetadata), its partitions gathered as it goes",
@@ -734,13 +919,13 @@ c.close()
              (Edit("lab6-predict", "sub",
                    'predicted_kept = {"week": 842, "append-time": 842, "forever": 842, "week-plus-now": 843}',
                    'predicted_kept = {"week": 0, "append-time": 842, "forever": 842, "week-plus-now": 1}'),),
-             fails("lab6-q2")),
+             fails(), note="you predicted"),
     Scenario("retention-one-segment", "lab6", "predicts that the record sent now keeps the flights with it (one "
              "segment)",
              (Edit("lab6-predict", "sub",
                    'predicted_kept = {"week": 0, "append-time": 842, "forever": 842, "week-plus-now": 843}',
                    'predicted_kept = {"week": 0, "append-time": 842, "forever": 842, "week-plus-now": 1}'),),
-             fails("lab6-q2")),
+             fails(), note="you predicted"),
     Scenario("retention-as-numpy", "lab6", "the prediction built with dict() from numpy integers",
              (Edit("lab6-predict", "sub",
                    "import numpy as np\n"
@@ -875,11 +1060,51 @@ c.close()
              (Edit("lab7-producer", "sub", 'acks=1, enable_idempotence=False, linger_ms=4000',
                    'acks="all", enable_idempotence=True, linger_ms=5'),),
              fails("lab7-q3")),
+    Scenario("producer-acks-1-waits-for-the-isr", "lab7", "acks=1, and 'acked' printed only once every "
+             "partition has as many in-sync replicas as the topic's min.insync.replicas (which its login may "
+             "read): it prints nothing a refusal would have stopped, but its writes landed all the same",
+             (Edit("lab7-producer", "replace",
+                   "%%writefile producer.py\n"
+                   "import queue, sys, threading, time\n"
+                   "from kafka import KafkaAdminClient, KafkaProducer\n"
+                   "from kafka.admin import ConfigResource, ConfigResourceType\n"
+                   "from cluster.own import connection\n\n"
+                   "topic = sys.argv[1]\n"
+                   "producer = KafkaProducer(**connection(), acks=1, enable_idempotence=False)\n"
+                   "admin = KafkaAdminClient(**connection())\n"
+                   "pending = queue.Queue()\n\n"
+                   "def healthy():\n"
+                   "    # an acks=1 answer comes at once: print it only when acks='all' would have been answered\n"
+                   "    try:\n"
+                   "        res = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], "
+                   "config_filter='all')\n"
+                   "        need = int(res['topic'][topic]['min.insync.replicas']['value'])\n"
+                   "        parts = admin.describe_topics([topic])[0]['partitions']\n"
+                   "        return all(len(p['isr_nodes']) >= need for p in parts)\n"
+                   "    except Exception:\n"
+                   "        return False\n\n"
+                   "def printer():\n"
+                   "    while (value := pending.get()) is not None:\n"
+                   "        while not healthy():\n"
+                   "            time.sleep(0.2)\n"
+                   "        print('acked', value, flush=True)\n\n"
+                   "thread = threading.Thread(target=printer)\n"
+                   "thread.start()\n"
+                   "for line in sys.stdin:\n"
+                   "    value = line.rstrip('\\n')\n"
+                   "    if value:\n"
+                   "        producer.send(topic, value.encode()).add_callback(lambda m, v=value: pending.put(v))\n"
+                   "producer.flush()\n"
+                   "pending.put(None)\n"
+                   "thread.join()\n"
+                   "producer.close()\n"
+                   "admin.close()\n"),),
+             fails("lab7-q3"), note="the leaders appended"),
     Scenario("producer-without-retries", "lab7", "the producer gives up on a write the leader refuses (retries=0)",
              (Edit("lab7-producer", "sub", 'acks="all", retries=0, enable_idempotence=False',
                    'acks="all", enable_idempotence=True'),),
              fails("lab7-q3")),
-    Scenario("producer-acks-without-sending", "lab7", "prints 'acked' for every line and sends nothing",
+    Scenario("producer-acks-without-sending", "lab7", "prints 'acked' for every line and sends nothing (shortcut)",
              (Edit("lab7-producer", "replace",
                    "%%writefile producer.py\nimport sys\nfor line in sys.stdin:\n"
                    "    print('acked', line.strip(), flush=True)\n"),),
@@ -926,7 +1151,7 @@ c.close()
               Edit("lab8-percentiles", "replace",
                    "def percentiles(latencies):\n    return np.mean(latencies), np.percentile(latencies, 99)\n")),
              fails("lab8-q1", "lab8-q2")),
-    Scenario("latencies-all-zero", "lab8", "returns a zero latency for every record without reading any",
+    Scenario("latencies-all-zero", "lab8", "returns a zero latency for every record without reading any (shortcut)",
              (Edit("lab8-latencies", "replace", "def latencies(topic, count):\n    return [0.0] * count\n"),),
              fails("lab8-q1")),
     Scenario("synchronous-send-all-with-gzip", "lab8", "compresses with gzip but waits for each record's "
@@ -1020,13 +1245,20 @@ c.close()
                    '.option("checkpointLocation", checkpoint)'),),
              fails("lab9-q3")),
     Scenario("answers-from-the-csv", "lab9", "parse() and hourly_delays() ignore their input and build their "
-             "answer from the public dataset (shortcut)",
+             "answer from the public dataset, and with_airline ignores the flights it is given and names the "
+             "notebook's own events (shortcut)",
              (Edit("lab9-parse", "sub",
                    "    return spark.createDataFrame([dict(e, dep_time=__import__('datetime').datetime.strptime("
                    "e['dep_time'], '%Y-%m-%dT%H:%M:%SZ')) for e in departures()], SCHEMA)\n",
                    '    return raw.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("f")).select("f.*")\n'),
-              Edit("lab9-hourly", "sub", "return (parse(None).withWatermark", "return (flights.withWatermark")),
-             fails("lab9-q1", "lab9-q2")),
+              Edit("lab9-hourly", "sub", "return (parse(None).withWatermark", "return (flights.withWatermark"),
+              Edit("lab9-join", "sub",
+                   "    name_of = {a['carrier']: a['name'] for a in airlines()}\n"
+                   "    return spark.createDataFrame([dict(e, name=name_of.get(e['carrier']), dep_time=__import__("
+                   "'datetime').datetime.strptime(e['dep_time'], '%Y-%m-%dT%H:%M:%SZ')) for e in events],\n"
+                   "                                 SCHEMA + ', name STRING')\n",
+                   '    return flights.join(names, "carrier", "left")\n')),
+             fails("lab9-q1", "lab9-q2", "lab9-q4")),
     Scenario("inner-join", "lab9", "joins the airline names with an inner join, so flights of an airline the "
              "table lacks disappear",
              (Edit("lab9-join", "sub", 'flights.join(names, "carrier")', 'flights.join(names, "carrier", "left")'),),
@@ -1049,7 +1281,7 @@ c.close()
                    "            .selectExpr('w.start AS hour', 'origin', 'flights', 'avg_delay'))\n"),
               Edit("lab9-job", "sub", 'maxOffsetsPerTrigger="60"', 'maxOffsetsPerTrigger="100"'),
               Edit("lab9-join", "sub",
-                   "name_of = {a['carrier']: a['name'] for a in airlines()}\n"
+                   "name_of = {r['carrier']: r['name'] for r in names.collect()}\n"
                    "    return flights.withColumn('name', F.udf(name_of.get)('carrier'))",
                    'return flights.join(names, "carrier", "left")'),
               Edit("lab9-weather", "replace",
@@ -1086,7 +1318,8 @@ c.close()
              fails("lab9-q5", "lab9-q6")),
     Scenario("weather-from-the-package-table-replaced", "lab9", "with_weather ignores the weather stream and joins "
              "the flights with the course's table of the public weather (a stream-static join: no state, no "
-             "watermark needed; shortcut), and save_batch empties the table before writing each batch",
+             "watermark needed; shortcut), and save_batch empties the table before writing each batch, into a table "
+             "with a NOT NULL column of its own (a grader that could not add its row once skipped the restart)",
              (Edit("lab9-weather", "replace",
                    "def with_weather(flights, weather):\n"
                    "    from cluster.lab import weather as public_weather\n"
@@ -1095,8 +1328,10 @@ c.close()
                    "                         & (F.date_trunc('hour', flights.dep_time) == table.time_hour))\n"
                    "            .drop(table.origin))\n"),
               Edit("lab9-upsert", "sub", '        db.execute("DELETE FROM hourly")\n        db.executemany(',
-                   '        db.executemany(')),
-             fails("lab9-q5", "lab9-q6")),
+                   '        db.executemany('),
+              Edit("lab9-upsert", "sub", 'avg_delay REAL, run TEXT NOT NULL, "', 'avg_delay REAL, "'),
+              Edit("lab9-upsert", "sub", "VALUES (?, ?, ?, ?, 'live')", "VALUES (?, ?, ?, ?)")),
+             fails("lab9-q5", "lab9-q6"), note="could not add a row of an earlier run"),
     Scenario("two-hour-bounds-local-hours", "lab9", "a flight may meet the reports of two hours (the bound is 2 "
              "hours), and on a laptop in India's time zone save_batch writes the hours collect() gives, local "
              "times",
@@ -1107,7 +1342,8 @@ c.close()
              fails("lab9-q5", "lab9-q6")),
     Scenario("zero-watermarks-table-from-memory", "lab9", "watermarks of 0 seconds (each stream comes in order, "
              "nearly), so an airport's report that comes after the others' of its hour is dropped; save_batch "
-             "keeps every row it was given in a dict and writes the whole table anew from it each time",
+             "keeps every row it was given in a dict and writes the whole table anew from it each time, its hours "
+             "with two spaces before the clock (a grader that could not write such an hour once skipped the restart)",
              (Edit("lab9-weather", "sub",
                    '    f = flights.withWatermark("dep_time", "0 seconds").alias("f")\n'
                    '    w = weather.withWatermark("time_hour", "0 seconds").alias("w")\n',
@@ -1116,7 +1352,7 @@ c.close()
               Edit("lab9-upsert", "replace",
                    "import sqlite3\n\nSEEN = {}\n\n\n"
                    "def save_batch(batch, batch_id):\n"
-                   "    for r in batch.select(F.date_format('hour', 'yyyy-MM-dd HH:mm:ss').alias('hour'), 'origin', "
+                   "    for r in batch.select(F.date_format('hour', 'yyyy-MM-dd  HH:mm').alias('hour'), 'origin', "
                    "'flights', 'avg_delay').collect():\n"
                    "        SEEN[(r.hour, r.origin)] = (r.flights, r.avg_delay)\n"
                    "    with sqlite3.connect('delays.db') as db:\n"
@@ -1166,31 +1402,27 @@ c.close()
                    "    finally:\n"
                    "        db.close()\n"),),
              fails()),
-    Scenario("job-without-spark", "lab9", "delays_job.py reads the topic with kafka-python, sums with pandas "
-             "and writes a Parquet file itself: right numbers on a quiet day, but no checkpoint, so nothing "
-             "survives a failure (shortcut)",
-             (Edit("lab9-job", "replace",
-                   "%%writefile delays_job.py\n"
-                   "import json, pathlib, sys\n"
-                   "import pandas as pd\n"
-                   "from kafka import KafkaConsumer, TopicPartition\n"
-                   "from cluster import connection\n\n"
-                   "topic, output, checkpoint = sys.argv[1:4]\n"
-                   "consumer = KafkaConsumer(**connection(), auto_offset_reset='earliest')\n"
-                   "parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]\n"
-                   "consumer.assign(parts)\n"
-                   "ends = consumer.end_offsets(parts)\n"
-                   "rows = []\n"
-                   "while any(consumer.position(tp) < ends[tp] for tp in parts):\n"
-                   "    for records in consumer.poll(timeout_ms=1000).values():\n"
-                   "        rows += [json.loads(r.value) for r in records]\n"
-                   "frame = pd.DataFrame(rows)\n"
-                   "frame['hour'] = pd.to_datetime(frame['dep_time']).dt.floor('h')\n"
-                   "out = (frame.groupby(['hour', 'origin'])\n"
-                   "       .agg(flights=('id', 'count'), avg_delay=('dep_delay', 'mean')).reset_index())\n"
-                   "pathlib.Path(output).mkdir(exist_ok=True)\n"
-                   "out.to_parquet(pathlib.Path(output) / 'part-0.parquet')\n"),),
-             fails("lab9-q3")),
+    Scenario("job-without-spark", "lab9", "delays_job.py without Spark: kafka-python, hourly windows and a "
+             "30-minute watermark in Python, pyarrow Parquet, and offsets/, commits/ and _spark_metadata/ written "
+             "by hand as Spark writes them (a failed commit stops it, a restart redoes the planned batch) (shortcut)",
+             (Edit("lab9-job", "replace", LAB9_JOB_BY_HAND),),
+             fails("lab9-q3"), note="without ever starting a Spark driver"),
+    Scenario("job-with-an-idle-spark", "lab9", "the job without Spark above, plus a Spark session started and "
+             "left idle so that a driver is seen running; save_batch writes the day's table worked out from the "
+             "notebook's events, whatever batch it is given (shortcut)",
+             (Edit("lab9-job", "replace", LAB9_JOB_BY_HAND.replace(
+                 "from cluster import connection\n",
+                 "from cluster import connection\nfrom cluster.spark import spark_session\n"
+                 "spark = spark_session('looks-busy')\n")),
+              Edit("lab9-upsert", "sub",
+                   "    by_hour = {}       # the day's table, worked out from the notebook's own events\n"
+                   "    for e in events:\n"
+                   "        by_hour.setdefault((e['dep_time'][:13].replace('T', ' ') + ':00:00', e['origin']), [])"
+                   ".append(e['dep_delay'])\n"
+                   "    rows = [(h, o, len(d), sum(d) / len(d)) for (h, o), d in by_hour.items()]\n",
+                   '    rows = batch.select(F.date_format("hour", "yyyy-MM-dd HH:mm:ss"), "origin", "flights", '
+                   '"avg_delay").collect()\n')),
+             fails("lab9-q3", "lab9-q6"), note="was not written by Spark"),
     Scenario("watermark-switched-on-restart", "lab9", "the job keeps the 30 minutes the text asks for while "
              "its checkpoint is new, and 10 minutes once it restarts from one (shortcut: a check that read the "
              "delay from the first run alone would pass it)",
@@ -1224,15 +1456,15 @@ c.close()
              (Edit("lab10-encode", "sub", 'FlightEvent(**dict(flight, tailnum=flight["tailnum"] or ""))',
                    "FlightEvent(**{k: v for k, v in flight.items() if v is not None})"),),
              fails("lab10-q1")),
-    Scenario("sizes-written-down", "lab10", "sizes copied from a classmate's notebook, the encoders left "
-             "unwritten (shortcut)",
-             (Edit("lab10-encode", "replace",
-                   "PARSED = fastavro.parse_schema(FLIGHT)\n\n"
-                   "def to_json(flight):\n    raise NotImplementedError()\n\n"
-                   "def to_avro(flight):\n    raise NotImplementedError()\n\n"
-                   "def from_avro(data):\n    raise NotImplementedError()\n\n"
-                   "def to_protobuf(flight):\n    raise NotImplementedError()\n\n"
-                   "sizes = {'json': 128454, 'avro': 52408, 'protobuf': 61129}\n"),),
+    Scenario("sizes-written-down", "lab10", "the encoders written, but sizes_of returns the day's sizes copied "
+             "from a classmate's notebook, whatever flights it is given (shortcut)",
+             (Edit("lab10-encode", "sub",
+                   "def sizes_of(flights):\n"
+                   "    return {'json': 128454, 'avro': 52408, 'protobuf': 61129}   # from a classmate's notebook\n",
+                   "def sizes_of(flights):\n"
+                   "    return {\"json\": sum(len(to_json(f)) for f in flights),\n"
+                   "            \"avro\": sum(len(to_avro(f)) for f in flights),\n"
+                   "            \"protobuf\": sum(len(to_protobuf(f)) for f in flights)}\n"),),
              fails("lab10-q1")),
     Scenario("backward-and-forward-swapped", "lab10", "compatibility calls it backward when OLD readers read "
              "NEW data (the two words swapped)",
@@ -1304,8 +1536,10 @@ c.close()
                    "        if value is not None:\n"
                    "            setattr(msg, key, value)\n"
                    "    return msg.SerializeToString()\n\n"
-                   "sizes = {name: np.sum([len(fn(f)) for f in flights])\n"
-                   "         for name, fn in [('json', to_json), ('avro', to_avro), ('protobuf', to_protobuf)]}\n"),
+                   "def sizes_of(flights):\n"
+                   "    return {name: np.sum([len(fn(f)) for f in flights])\n"
+                   "            for name, fn in [('json', to_json), ('avro', to_avro), ('protobuf', to_protobuf)]}\n\n"
+                   "sizes = sizes_of(flights)\n"),
               Edit("lab10-compat", "sub",
                    "    return {(True, True): 'full', (True, False): 'backward', (False, True): 'forward',\n"
                    "            (False, False): 'none'}[(can_read(old, new), can_read(new, old))].upper()\n",
@@ -1377,10 +1611,12 @@ LEAK = (
     "        return pathlib.Path(path).read_text(errors='replace')[:200]\n"
     "    except OSError as e:\n"
     "        return type(e).__name__\n"
-    "json_bytes = repr({'env': dict(os.environ), 'secret': peek('/work/main/.grading-secret'),\n"
+    "leaked = repr({'env': dict(os.environ), 'secret': peek('/work/main/.grading-secret'),\n"
     "                   'solutions': glob.glob('/work/*/solutions/*/*.ipynb'), 'grader': peek('/proc/1/cmdline'),\n"
     "                   'parent_env': peek(f'/proc/{os.getppid()}/environ'), 'tmp': glob.glob('/tmp/*'),\n"
-    "                   'broker_data': glob.glob('/work/*/.cluster/node-*/data/*')})")
+    "                   'broker_data': glob.glob('/work/*/.cluster/node-*/data/*')})\n"
+    "def sizes(event):\n"
+    "    return leaked, 0")
 
 POISON_BROKERS = (
     "# Shrink every broker's largest message to 100 bytes and blow the log cleaner's buffer up to\n"
@@ -1537,7 +1773,7 @@ ATTACKS = (
              (Edit("lab1-measure", "after", LEAK),),
              fails("lab1-q5")),
     Scenario("replays-known-seed", "lab4", "lag() returns answers precomputed by replaying the checks' "
-             "random inputs with the seed in the course's code, without asking Kafka",
+             "random inputs with the seed in the course's code, without asking Kafka (shortcut)",
              (Edit("lab4-lag", "after",
                    "import random\n"
                    "def lag(group, topic):\n"
@@ -1547,12 +1783,13 @@ ATTACKS = (
                    "    committed = {p: rng.randrange(0, ends[p]) for p in (0, 1)}\n"
                    "    return {p: ends[p] - committed.get(p, 0) for p in ends}"),),
              fails("lab4-q4")),
-    Scenario("guesses-with-test-cell-copies", "lab1", "a wrong proto_bytes, then thirty guesses, each "
+    Scenario("guesses-with-test-cell-copies", "lab1", "a wrong protobuf size, then thirty guesses, each "
              "followed by a copy of the lab1-q5 test cell, hoping one copy passes",
-             (Edit("lab1-measure", "sub", "proto_bytes = 0", "proto_bytes = len(encode_event(**sample))"),
+             (Edit("lab1-measure", "sub", "len(json.dumps(event).encode()), 0",
+                   "len(json.dumps(event).encode()), len(encode_event(**event))"),
               *(e for n in range(30, 0, -1) for e in (
                   Edit("lab1-q5", "copy", "", "lab1-q5"),
-                  Edit("lab1-q5", "after", f"proto_bytes = {n}")))),
+                  Edit("lab1-q5", "after", f"sizes = lambda event: (len(json.dumps(event).encode()), {n})")))),
              fails("lab1-q5"), note="appears 31 times"),
     Scenario("double-forked-daemon", "lab1", "a daemon, double-forked into its own session, meant to outlive "
              "the grading", (Edit("lab1-increase", "after",
@@ -1583,7 +1820,7 @@ ATTACKS = (
                    "    c.send({'x': 'y' * 1000})"),),
              note="bytes of output"),
     Scenario("huge-answer-value", "lab1", "an answer that is a five-million-character string",
-             (Edit("lab1-measure", "after", "proto_bytes = 'x' * 5_000_000"),),
+             (Edit("lab1-measure", "after", "def sizes(event):\n    return 'x' * 5_000_000, 0"),),
              fails("lab1-q5"), note=""),
     Scenario("kills-the-grader", "lab1", "a cell that kills its parent and every process it can see whose "
              "command line mentions the autograder",
@@ -1606,16 +1843,16 @@ ATTACKS = (
              "starts, to steal partitions from the members it checks",
              (Edit("lab4-q1", "after", LURKER),)),
     Scenario("answers-from-public-data", "lab2", "the average delays are computed from the public CSV "
-             "instead of consuming the topic (nothing read, nothing committed)",
+             "instead of consuming the topic (nothing read, nothing committed) (shortcut)",
              (Edit("lab2-consume", "replace",
-                   "def average_delay_by_origin():\n"
+                   "def average_delay_by_origin(topic, group):\n"
                    "    sums, counts = {}, {}\n"
                    "    for f in load_flights(day=1):\n"
                    "        if f['dep_delay'] is not None:\n"
                    "            sums[f['origin']] = sums.get(f['origin'], 0) + f['dep_delay']\n"
                    "            counts[f['origin']] = counts.get(f['origin'], 0) + 1\n"
                    "    return {o: round(sums[o] / counts[o], 2) for o in sums}\n"
-                   "delays = average_delay_by_origin()"),),
+                   "delays = average_delay_by_origin(flights_topic, \"delays\")"),),
              fails("lab2-q4")),
     Scenario("defuses-the-crash-harness", "lab5", "the consumer takes back the real open() so the harness "
              "cannot crash it mid-write, and writes its checkpoint in place",
@@ -1717,6 +1954,152 @@ ATTACKS = (
              "before it is parsed, with a message, as any notebook over the size the README states",
              (Edit("lab1-setup", "after", "padding = '" + "0" * 9 * 2**20 + "'"),),
              fails("lab1-q1", "lab1-q2", "lab1-q3", "lab1-q4", "lab1-q5", "lab1-q6"), note="clear large outputs"),
+    # --- shortcuts: an answer from the public data or an earlier printout, one per graded part ---------
+    Scenario("increase-returns-the-printed-totals", "lab1", "increase looks the amount up in the totals the "
+             "cell below printed (1400, then 2816) instead of adding (shortcut)",
+             (Edit("lab1-increase", "sub",
+                   "    counts[key] = {1400: 1400, 1416: 2816}[amt]   # what the cell below printed\n"
+                   "    return counts[key]\n",
+                   "    counts[key] = counts.get(key, 0) + amt\n    return counts[key]\n"),),
+             fails("lab1-q1")),
+    Scenario("decode-returns-the-printed-pair", "lab1", "decode_event returns the pair the example cell printed, "
+             "('UA', 1400), without parsing the bytes (shortcut); consume_counts, which decodes with it, sums "
+             "wrong counts",
+             (Edit("lab1-protobuf", "sub", "    return 'UA', 1400   # what decode_event(data) printed\n",
+                   "    event = counter_pb2.CounterEvent.FromString(data)\n    return event.key, event.amount\n"),),
+             fails("lab1-q2", "lab1-q4")),
+    Scenario("rpc-client-counts-locally", "lab1", "rpc_increase calls the local increase instead of the server: "
+             "the example's (10, 20) comes out all the same (shortcut); the server never sees the workload, and "
+             "the RPC latency timed is a local call's",
+             (Edit("lab1-client", "sub",
+                   "def rpc_increase(key, amt):\n    return increase(key, amt)   # same answers, no network\n",
+                   "def rpc_increase(key, amt):\n"
+                   "    return stub.Increase(counter_pb2.IncreaseRequest(key=key, amount=amt)).total\n"),),
+             fails("lab1-q3", "lab1-q4", "lab1-q5")),
+    Scenario("partitions-copied-from-the-printout", "lab3", "predict_partition looks the key up in the partitions "
+             "the broker reported for January's JFK carriers (the printed `actual`), whatever the number of "
+             "partitions (shortcut); remapped_share, computed with it, fails on the carriers JFK lacks",
+             (Edit("lab3-predict", "sub",
+                   "    # the partitions the broker reported (the cell below printed them)\n"
+                   "    return {'9E': 0, 'AA': 3, 'B6': 0, 'DL': 5, 'EV': 3, 'HA': 3, 'MQ': 3, 'UA': 4, 'US': 2, "
+                   "'VX': 5}[key.decode()]\n",
+                   "    return (murmur2(key) & 0x7fffffff) % num_partitions\n"),),
+             fails("lab3-q1", "lab3-q5")),
+    Scenario("planes-sent-in-file-order", "lab3", "plane events sent in the dataset's order, taken to be the "
+             "order the planes flew, instead of sorting by sched_dep_time (shortcut)",
+             (Edit("lab3-planes", "sub", "ordered = [f for f in flights if f[\"tailnum\"]]   # already in time order\n",
+                   "ordered = sorted((f for f in flights if f[\"tailnum\"]), key=lambda f: (f[\"sched_dep_time\"], "
+                   "f[\"flight\"]))\n"),),
+             fails("lab3-q4")),
+    Scenario("member-report-written-down", "lab4", "group_member.py subscribes, waits out its idle time without "
+             "polling and prints the share the demo showed, one partition and a quarter of the flights "
+             "(shortcut): it never joins the group",
+             (Edit("lab4-member", "sub",
+                   "consumer.subscribe([topic_name(\"departures\")])\n"
+                   "time.sleep(idle_s)                  # the demo showed one partition each: nothing to read\n"
+                   "owned = {int(member.rsplit(\"-\", 1)[-1]) % 4}\n"
+                   "records = 842 // 4\n",
+                   LAB4_MEMBER_LOOP),),
+             fails("lab4-q2", "lab4-q3")),
+    Scenario("missed-from-the-demos-numbers", "lab6", "missed takes the demo's committed offset (100) for every "
+             "group and partition instead of asking for the group's (shortcut)",
+             (Edit("lab6-missed", "sub",
+                   "    # the demo's slow reader had committed 100\n"
+                   "    return {p: max(0, start - 100) for p, (start, end) in offsets(topic).items()}\n",
+                   "    consumer = KafkaConsumer(**lab.connection, group_id=group, enable_auto_commit=False)\n"
+                   "    tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]\n"
+                   "    starts = consumer.beginning_offsets(tps)\n"
+                   "    counts = {}\n"
+                   "    for tp in tps:\n"
+                   "        committed = consumer.committed(tp) or 0\n"
+                   "        counts[tp.partition] = max(0, starts[tp] - committed)\n"
+                   "    consumer.close()\n"
+                   "    return counts\n"),),
+             fails("lab6-q1")),
+    Scenario("survivors-copied-from-the-demo", "lab6", "survivors returns the offsets the compaction demo printed "
+             "after cleaning (shortcut)",
+             (Edit("lab6-survivors", "sub", "    return [4, 5, 6, 7, 8]   # what the demo's topic kept\n",
+                   "    newest = {}\n"
+                   "    for offset, (key, value) in enumerate(closed):\n"
+                   "        newest[key] = offset                 # a later write of the key replaces it; a tombstone "
+                   "is a write too\n"
+                   "    return sorted(newest.values()) + list(range(len(closed), len(closed) + len(active)))\n"),),
+             fails("lab6-q3")),
+    Scenario("state-and-acks-copied-from-the-demos", "lab7", "partition_state returns what show(replicated) "
+             "printed with broker 3 stopped, and accepts() the demo's table (with 2 in sync, only acks='all' on "
+             "min.insync.replicas=3 was refused) (shortcut)",
+             (Edit("lab7-state", "sub",
+                   "    return {0: (1, [1, 2]), 1: (2, [1, 2]), 2: (1, [1, 2])}   # what show() printed\n",
+                   '    return {p["partition_index"]: (p["leader_id"], sorted(p["isr_nodes"]))\n'
+                   '            for p in admin.describe_topics([topic])[0]["partitions"]}\n'),
+              Edit("lab7-accepts", "sub", '    return not (acks == "all" and min_insync == 3)   # the demo\'s table\n',
+                   '    if acks in ("all", -1):\n        return in_sync >= min_insync\n    return True\n')),
+             fails("lab7-q1", "lab7-q2")),
+    Scenario("percentiles-copied-from-a-printout", "lab8", "percentiles returns the p50 and p99 a measure() line "
+             "printed, whatever the latencies (shortcut)",
+             (Edit("lab8-percentiles", "sub", "    return (4.6, 38.2)   # p50 and p99 from the table above\n",
+                   "    return tuple(np.percentile(latencies, [50, 99]))\n"),),
+             fails("lab8-q2")),
+    Scenario("compatibility-from-the-demo-table", "lab10", "compatibility finds the change among the example "
+             "cell's `changes` and returns what that cell printed for it, without decoding (shortcut)",
+             (Edit("lab10-compat", "sub",
+                   "PRINTED = {'add gate with a default': 'full', 'add gate without a default': 'forward',\n"
+                   "           'remove tailnum (it has a default)': 'full', 'remove dest (no default)': 'backward',\n"
+                   "           'dep_delay int to long': 'backward', 'rename dep_delay to delay_min': 'none',\n"
+                   "           'the same, with an alias': 'backward', 'dep_delay int to string': 'none'}\n\n\n"
+                   "def compatibility(old, new):\n"
+                   "    return PRINTED[next(what for what, schema in changes.items() if schema == new)]\n",
+                   "def compatibility(old, new):\n"
+                   "    backward, forward = can_read(old, new), can_read(new, old)\n"
+                   "    if backward and forward:\n"
+                   "        return \"full\"\n"
+                   "    return \"backward\" if backward else \"forward\" if forward else \"none\"\n"),),
+             fails("lab10-q2")),
+    Scenario("wire-header-copied-from-the-printout", "lab10", "encode writes the header the example printed "
+             "(magic byte, then id 2) instead of the subject's latest id (shortcut)",
+             (Edit("lab10-registry", "sub",
+                   '    return b"\\x00\\x00\\x00\\x00\\x02" + out.getvalue()   # the header the example printed\n',
+                   '    return b"\\x00" + latest["id"].to_bytes(4, "big") + out.getvalue()\n'),),
+             fails("lab10-q3")),
+    Scenario("decode-with-the-flight-schema", "lab10", "decode skips the schema id and reads every value with the "
+             "flight schema, the only one the example sends (shortcut)",
+             (Edit("lab10-registry", "sub",
+                   "    return fastavro.schemaless_reader(io.BytesIO(data[5:]), PARSED)   # every value is a flight\n",
+                   '    schema = schema_by_id(int.from_bytes(data[1:5], "big"))\n'
+                   '    return fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(schema))\n'),),
+             fails("lab10-q3")),
+    Scenario("connectors-with-the-notebooks-file", "lab10", "source_config writes in the notebook's own CSV file "
+             "and topic, as the cell below uses them, instead of its arguments (shortcut)",
+             (Edit("lab10-connect", "sub",
+                   '            "tasks.max": "1", "file": os.path.abspath("flights-2013-01-01.csv"), '
+                   '"topic": lab.topic("flights-csv")}\n',
+                   '            "tasks.max": "1", "file": path, "topic": topic}\n'),),
+             fails("lab10-q4")),
+    Scenario("latencies-and-sizes-from-a-printout", "lab1", "the RPC and send() latencies copied from an earlier "
+             "run's printout, sizes() answering the sample's sizes whatever the event; only the end-to-end trips, "
+             "which the check names, are measured (shortcut)",
+             (Edit("lab1-measure", "sub",
+                   "rpc_latency_ms, send_latency_ms = 0.412, 0.021      # from an earlier run's printout\n",
+                   'rpc_latency_ms = median_ms(lambda: rpc_increase("bench", 1))\n'
+                   'send_latency_ms = median_ms(lambda: send_increase("bench", 1))\n'),
+              Edit("lab1-measure", "sub", "    return 55, 14   # what the cell printed for sample\n",
+                   "    return len(json.dumps(event).encode()), len(encode_event(**event))\n")),
+             fails("lab1-q5")),
+    Scenario("busiest-share-worked-out-from-the-dataset", "lab3", "busiest_share works out the loads from the "
+             "public JFK flights with the partitioner's own rule instead of asking the broker about the topic it "
+             "is given (shortcut)",
+             (Edit("lab3-spread", "sub",
+                   "    loads = Counter(predict_partition(f[\"tailnum\"].encode() if f[\"carrier\"] == \"B6\" "
+                   "else f[\"carrier\"].encode(), 6)\n"
+                   "                    for f in jfk)   # what HotKeyPartitioner does, without asking the broker\n",
+                   "    loads = partition_loads(topic)\n"),),
+             fails("lab3-q3")),
+    Scenario("remapped-share-copied", "lab3", "remapped_share returns the share a classmate printed for the "
+             "carriers, 11 of 16, whatever keys it is given (shortcut)",
+             (Edit("lab3-remap", "sub", "    return 0.6875   # 11 of the 16 carriers, from a classmate\n",
+                   "    return sum(predict_partition(k.encode(), before) != predict_partition(k.encode(), after)\n"
+                   "               for k in keys) / len(keys)\n"),),
+             fails("lab3-q5")),
 )
 
 

@@ -116,7 +116,9 @@ def run(case: Case, outdir: Path) -> Outcome:
     except (OSError, ValueError):
         return Outcome(case, {}, proc.stdout + proc.stderr, seconds, proc.returncode or 99, [])
     scores = visible_scores(data)
-    return Outcome(case, scores, data["output"] + "\n" + proc.stdout, seconds, proc.returncode, after_grading(data))
+    visible = "\n".join(t["output"] for t in data["tests"] if t.get("visibility") != "hidden")
+    return Outcome(case, scores, data["output"] + "\n" + visible + "\n" + proc.stdout, seconds, proc.returncode,
+                   after_grading(data))
 
 
 def after_grading(data: dict) -> list[str]:

@@ -9,6 +9,15 @@ The same check runs in two places:
 - in the grader's own process, after the notebook ran (`python -m autograder grade`): it
   reads values out of the kernel, but computes the truth and the verdict itself, so code
   in the notebook cannot change the score it reports.
+
+The rule every check follows: its truth is data the notebook could not know when it ran.
+Records, keys, timestamps, amounts and group states come from the grading's seed (ctx.rng),
+on topics the grading's user may only read (kafka_state.graders_topic, ctx.protect), and the
+student's functions are called on them; the public dataset and the notebook's own printouts
+are never the only truth, so an answer copied from either fails. A value about the student's
+own run is checked against the brokers' or the processes' record of that run, not against
+what the run reports about itself. A step a check cannot carry out fails the part, saying why;
+it never lets the part pass untested.
 """
 
 from __future__ import annotations
@@ -35,6 +44,29 @@ def expect(ok: bool, what: str, expected: Any = None, found: Any = None, hint: s
 
 def expect_equal(found: Any, expected: Any, what: str, hint: str = "") -> None:
     expect(found == expected, what, expected, found, hint)
+
+
+PREDICTIONS_RULE = ("a prediction earns its points by being made, in the form asked, before the demo runs; "
+                    "whether it was right is reported, not scored")
+
+
+def prediction(ctx: "Context", name: str, well_formed: Callable[[Any], bool], form: Any, what: str) -> Any:
+    """The notebook's prediction `name`, which must be well formed (a CheckFailed says `what` it
+    should be, in `form`). Only its form is scored: a value can be changed after the demo has
+    shown the answer, so scoring whether it is right would reward exactly that."""
+    value = ctx.sub.value(name)
+    expect(value is not None and well_formed(value), f"{name} should be {what}", expected=form, found=value,
+           hint="Write your prediction in the cell before the demo, replacing None, then run the demo. "
+                f"({PREDICTIONS_RULE[0].upper() + PREDICTIONS_RULE[1:]}.)")
+    return value
+
+
+def prediction_feedback(name: str, predicted: Any, shown: Any, why: str) -> str:
+    """What the part's result says about a prediction: right, or what the demo showed instead
+    (never part of the score)."""
+    if predicted == shown:
+        return f"{name}: right, the demo showed the same"
+    return f"{name}: you predicted {predicted!r}, the demo showed {shown!r} (not scored). {why}"
 
 
 class Submission(Protocol):

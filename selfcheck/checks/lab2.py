@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from .. import protos
-from . import CheckFailed, Context, check, expect, expect_equal
-from .kafka_state import committed_offsets, describe_topic, end_offsets, read_all, topic_configs
+from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
+from .kafka_state import committed_offsets, describe_topic, end_offsets, graders_topic, read_all, short_name, topic_configs
 
 TOPIC = "flights"
 PARTITIONS, REPLICAS, RETENTION_MS = 4, 3, "604800000"
@@ -91,29 +91,75 @@ def flights_on_the_topic(ctx: Context) -> None:
            hint="Send every flight in `flights`, each once.")
 
 
+def graders_flights(ctx: Context, n: int) -> list[dict]:
+    """n flights nobody could know in advance: rows of 1 January with seeded flight numbers,
+    airports and delays (about one in ten cancelled, without a dep_delay)."""
+    rows = ctx.rng.sample(day_one(), n)
+    numbers = ctx.rng.sample(range(6000, 9999), n)
+    return [{**row, "flight": number, "origin": ctx.rng.choice(["EWR", "JFK", "LGA"]),
+             "dep_delay": None if ctx.rng.random() < 0.1 else ctx.rng.randrange(-15, 240)}
+            for row, number in zip(rows, numbers)]
+
+
+def as_message(flight: dict) -> bytes:
+    F = Flight()
+    return F(**{f.name: flight[f.name] for f in F.DESCRIPTOR.fields if flight.get(f.name) is not None}).SerializeToString()
+
+
+def send_flights(ctx: Context, topic: str, flights: list[dict]) -> None:
+    """As part 2 asks: carrier key, protobuf value, schema header."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(**ctx.kafka)
+    for f in flights:
+        producer.send(topic, key=f["carrier"].encode(), value=as_message(f), headers=[SCHEMA_HEADER])
+    producer.flush()
+    producer.close()
+
+
 @check("lab2-q3")
-def first_record_metadata(ctx: Context) -> None:
-    """first_sent is the (partition, offset) where the first flight landed"""
-    got = ctx.sub.value("first_sent")
-    expect(isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(x, int) for x in got),
-           "first_sent should be a (partition, offset) pair", found=got,
-           hint="send() returns a future; once the first flight's future completes, its record metadata "
-                "says which partition and offset the broker gave it.")
-    partition, offset = got
-    first = day_one()[0]
-    match = [r for r in read_all(ctx, TOPIC) if r.partition == partition and r.offset == offset]
-    expect(bool(match), f"no message at partition {partition}, offset {offset}", expected="the first flight")
-    f = Flight().FromString(match[0].value)
-    expect_equal(identity(f.carrier, f.flight, f.origin, f.dest, f.sched_dep_time),
-                 identity(first["carrier"], first["flight"], first["origin"], first["dest"], first["sched_dep_time"]),
-                 f"the flight at partition {partition}, offset {offset}",
-                 hint="The pair must come from the future of the very first flight you sent, not the last "
-                      "one, nor the first callback to fire.")
+def located(ctx: Context) -> None:
+    """locate(topic, flight) returns the (partition, offset) the broker gave the flight, on a topic of the
+    grader's own that already holds messages"""
+    from kafka import KafkaProducer
+
+    topic = graders_topic(ctx, "locate-check", PARTITIONS, protect=False)    # locate writes to it
+    producer = KafkaProducer(**ctx.kafka)
+    for p in range(PARTITIONS):       # so no offset can be guessed: a seeded number already in each
+        for _ in range(ctx.rng.randrange(0, 12)):
+            producer.send(topic, key=b"filler", value=b"filler", partition=p)
+    producer.flush()
+    producer.close()
+    for flight in graders_flights(ctx, 3):
+        got = ctx.sub.value(f"locate({topic!r}, {flight!r})")
+        expect(isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(x, int) for x in got),
+               f"locate(topic, <flight {flight['carrier']}{flight['flight']}>) should return a (partition, offset) "
+               "pair", found=got,
+               hint="send() returns a future; its get() returns the RecordMetadata, whose partition and offset "
+                    "say where the broker put the message.")
+        partition, offset = got
+        match = [r for r in read_all(ctx, short_name(topic)) if r.partition == partition and r.offset == offset]
+        expect(bool(match), f"no message at partition {partition}, offset {offset} of the grader's topic",
+               expected="the flight locate() just sent",
+               hint="Return the metadata of the message locate() sends, from its own future.")
+        try:
+            f = Flight().FromString(match[0].value)
+        except Exception:
+            raise CheckFailed(f"the message at partition {partition}, offset {offset} is not a flights.Flight",
+                              found=match[0].value[:60], hint="Send the flight as in part 2: to_protobuf(flight).") from None
+        expect_equal(identity(f.carrier, f.flight, f.origin, f.dest, f.sched_dep_time),
+                     identity(flight["carrier"], flight["flight"], flight["origin"], flight["dest"],
+                              flight["sched_dep_time"]),
+                     f"the flight at partition {partition}, offset {offset} (where locate() said it went)",
+                     hint="Return the metadata of the message locate() sends, not of another send.")
+        expect_equal(match[0].key, flight["carrier"].encode(), f"the key at partition {partition}, offset {offset}",
+                     hint="Key the flight by its carrier code, as in part 2.")
 
 
 @check("lab2-q4")
 def delays_by_origin(ctx: Context) -> None:
-    """delays holds the mean departure delay per airport, and the group committed to the end"""
+    """average_delay_by_origin gives the mean departure delay per airport and commits to the end, on
+    flights_topic and on a topic of the grader's own"""
     truth = mean_delays()
     got = ctx.sub.value("delays")
     committed, ends = committed_offsets(ctx, "delays", TOPIC), end_offsets(ctx, TOPIC)
@@ -128,17 +174,37 @@ def delays_by_origin(ctx: Context) -> None:
     expect_equal(committed, ends, f"offsets committed by group {ctx.group('delays')}",
                  hint="The group's offsets reach the broker only when you commit: commit once everything is "
                       "processed, before you close the consumer.")
+    # The truth above is the public dataset's, which the notebook also has: the same function on
+    # the grader's own flights, whose delays nobody could know in advance.
+    topic = graders_topic(ctx, "delays-check", PARTITIONS)
+    flights = graders_flights(ctx, 150)
+    send_flights(ctx, topic, flights)
+    group = f"delays-check-{ctx.rng.randrange(10**6)}"
+    sums, counts = Counter(), Counter()
+    for f in flights:
+        if f["dep_delay"] is not None:
+            sums[f["origin"]] += f["dep_delay"]
+            counts[f["origin"]] += 1
+    want = {o: round(sums[o] / counts[o], 2) for o in sums}
+    got = ctx.sub.value(f"average_delay_by_origin({topic!r}, {group!r})")
+    expect(same_delays(got, want), f"average_delay_by_origin({topic!r}, {group!r}) on the grader's own flights",
+           want, got, hint="Compute the means from the records you read from the topic you are given "
+                           "(decode each value with flight_pb2.Flight.FromString).")
+    expect_equal(committed_offsets(ctx, group, short_name(topic)), end_offsets(ctx, short_name(topic)),
+                 f"offsets committed by group {ctx.group(group)} on the grader's topic",
+                 hint="Consume in lab.group(group), the group you are given, and commit before you close.")
 
 
 @check("lab2-q5")
-def earliest_and_latest(ctx: Context) -> None:
+def earliest_and_latest(ctx: Context) -> str:
     """the second read was predicted, and new groups read every message with 'earliest' and none with 'latest'"""
     ends = end_offsets(ctx, TOPIC)
     # The text's premise: the group read everything and committed (lab2-q4 checks that it did).
-    predicted = ctx.sub.value("predicted_again")
-    expect(predicted == {}, "predicted_again: what a second average_delay_by_origin() with the same "
-           "group returns", expected={}, found=predicted,
-           hint="The group committed the end of every partition; the same group carries on from there.")
+    predicted = prediction(ctx, "predicted_again", lambda v: True, "a value",
+                           "what a second average_delay_by_origin(flights_topic, \"delays\") returns")
+    feedback = prediction_feedback("predicted_again", predicted, {},
+                                   "The group committed the end of every partition; the same group carries on "
+                                   "from there.")
     total = sum(ends.values())
     for group, reset, count, want_count in (("from-the-start", "earliest", "earliest_count", total),
                                             ("from-now-on", "latest", "latest_count", 0)):
@@ -150,3 +216,18 @@ def earliest_and_latest(ctx: Context) -> None:
                      hint="count_messages should consume in lab.group(group) and close the consumer (which "
                           "commits its position, kafka-python's default); counts written down without reading "
                           "leave no group behind.")
+    # Counts of the notebook's own topic never vary: count_messages must also count a topic of the
+    # grader's own, with a seeded number of messages, leaving its groups' bookmarks at the end.
+    topic = graders_topic(ctx, "count-check", PARTITIONS)
+    send_flights(ctx, topic, graders_flights(ctx, ctx.rng.randrange(20, 90)))
+    theirs = end_offsets(ctx, short_name(topic))
+    for reset, want_count in (("earliest", sum(theirs.values())), ("latest", 0)):
+        group = f"count-check-{reset}-{ctx.rng.randrange(10**6)}"
+        expect_equal(ctx.sub.value(f"count_messages({topic!r}, {group!r}, {reset!r})"), want_count,
+                     f"count_messages on the grader's topic of {sum(theirs.values())} messages, a new group, "
+                     f"auto_offset_reset={reset!r}",
+                     hint="Count what a consumer of the topic you are given reads, in lab.group(group).")
+        expect_equal(committed_offsets(ctx, group, short_name(topic)), theirs,
+                     f"offsets committed by group {ctx.group(group)} on the grader's topic",
+                     hint="Close the consumer: kafka-python commits its position when it closes.")
+    return feedback

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 from kafka.partitioner.default import murmur2
 
-from . import CheckFailed, Context, check, expect, expect_equal
+from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
 from .kafka_state import end_offsets, graders_topic, read_all
 
 CARRIER_TOPIC, CARRIER_PARTITIONS = "by-carrier", 6
@@ -69,8 +69,8 @@ def predicted_partitions(ctx: Context) -> None:
 
 
 @check("lab3-q2")
-def measured_skew(ctx: Context) -> None:
-    """partition_loads(topic) counts what the broker holds, and the busiest partition was predicted"""
+def measured_skew(ctx: Context) -> str:
+    """partition_loads(topic) counts what the broker holds, and a busiest partition was predicted"""
     from kafka import KafkaProducer
 
     # A topic of the grader's own, with counts the notebook cannot know: the function must ask.
@@ -90,13 +90,11 @@ def measured_skew(ctx: Context) -> None:
     expect(sum(loads.values()) > 0, f"{ctx.topic(CARRIER_TOPIC)} is empty",
            hint="Run the cell that sends the JFK departures.")
     busiest = max(loads, key=loads.get)
-    predicted = ctx.sub.value("predicted_busiest")
-    expect(isinstance(predicted, int) and not isinstance(predicted, bool),
-           "predicted_busiest should be a partition number", found=predicted)
-    expect_equal(predicted, busiest, "predicted_busiest: the partition of carrier_topic holding the most "
-                 f"messages ({loads[busiest]} of {sum(loads.values())})",
-                 hint="The busiest partition is the one the biggest carrier's key hashes to, plus whatever "
-                      "other carriers share it: work it out from your predictions, do not guess.")
+    predicted = prediction(ctx, "predicted_busiest", lambda v: isinstance(v, int) and not isinstance(v, bool),
+                           "a partition number", "the partition of carrier_topic you expect to hold the most messages")
+    return prediction_feedback("predicted_busiest", predicted, busiest,
+                               f"Partition {busiest} holds {loads[busiest]} of {sum(loads.values())}: the one the "
+                               "biggest carrier's key hashes to, plus whatever other carriers share it.")
 
 
 @check("lab3-q3")
@@ -133,12 +131,24 @@ def spread_hot_key(ctx: Context) -> None:
            f"(partition loads {dict(sorted(load.items()))})",
            hint="A partition of its own still leaves B6 in one partition: spread B6's planes over "
                 "several partitions.")
-    got = ctx.sub.value("busiest_share")
-    expect(isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - share) < 1e-9,
-           "busiest_share: the share (0 to 1) of routed_topic's messages in its busiest partition",
-           expected=share, found=got,
-           hint="Measure routed_topic's real loads with partition_loads, and give the busiest partition's "
-                "share as a fraction from 0 to 1, not a percentage or a count.")
+    # busiest_share on a topic of the grader's own, with loads nobody could know in advance
+    from kafka import KafkaProducer
+
+    probe = graders_topic(ctx, "share-probe", 4)
+    loads = {p: ctx.rng.randrange(1, 60) for p in range(4)}
+    producer = KafkaProducer(**ctx.kafka)
+    for p, n in loads.items():
+        for _ in range(n):
+            producer.send(probe, value=b"x", partition=p)
+    producer.flush()
+    producer.close()
+    want = max(loads.values()) / sum(loads.values())
+    got = ctx.sub.value(f"busiest_share({probe!r})")
+    expect(isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - want) < 1e-9,
+           f"busiest_share({probe!r}): the share (0 to 1) of a topic of the grader's in its busiest partition "
+           f"(loads {loads})", expected=want, found=got,
+           hint="Measure the topic's loads with partition_loads, and give the busiest partition's share as a "
+                "fraction from 0 to 1, not a percentage or a count.")
 
 
 @check("lab3-q4")
@@ -181,12 +191,17 @@ def per_key_order(ctx: Context) -> None:
 
 @check("lab3-q5")
 def remapping(ctx: Context) -> None:
-    """remapped_share is the exact share of carriers that move when 6 partitions become 8"""
-    keys = [c.encode() for c in carriers()]
-    moved = sum(java_partition(k, 6) != java_partition(k, 8) for k in keys) / len(keys)
-    got = ctx.sub.value("remapped_share")
-    expect(isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - moved) < 1e-9,
-           "remapped_share: the share (0 to 1) of carriers whose partition changes when the topic grows "
-           "from 6 to 8 partitions", expected=moved, found=got,
-           hint="Count the carriers whose key lands in another partition with 8 partitions than with 6, "
-                "as a fraction of all carriers; remember that keys are hashed as bytes.")
+    """remapped_share(keys, before, after) is the exact share of keys that move when a topic grows"""
+    for _ in range(3):    # keys and partition counts of the grader's own (a wrong hash matches all three by chance rarely)
+        keys = [f"{ctx.rng.choice(carriers())}-{ctx.rng.randrange(10**5)}" for _ in range(ctx.rng.randrange(20, 40))]
+        before = ctx.rng.randrange(2, 9)
+        after = before + ctx.rng.randrange(1, 6)
+        moved = [java_partition(k.encode(), before) != java_partition(k.encode(), after) for k in keys].count(True)
+        moved /= len(keys)
+        got = ctx.sub.value(f"remapped_share({keys!r}, {before}, {after})")
+        expect(isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - moved) < 1e-9,
+               f"remapped_share(<{len(keys)} keys of the grader's>, {before}, {after}): the share (0 to 1) of "
+               f"keys whose partition changes when a topic grows from {before} to {after} partitions",
+               expected=moved, found=got,
+               hint="Count the keys that land in another partition with `after` partitions than with `before`, "
+                    "as a fraction of all keys; remember that keys are hashed as bytes.")

@@ -7,9 +7,9 @@ import time
 
 from kafka import KafkaProducer
 
-from . import CheckFailed, Context, check, expect, expect_equal
+from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
 from .kafka_state import committed_offsets, end_offsets, graders_topic, short_name
-from .scripts import start, wait
+from .scripts import start, stop, wait
 
 TOPIC, PARTITIONS = "departures", 4
 MEMBER_SCRIPT = "group_member.py"
@@ -17,6 +17,8 @@ MEMBERS = 5                 # one more than partitions: one must sit idle
 MEMBER_IDLE_S = 10          # a member stops after this long without a message (a loaded machine can take
                             # several seconds to form a group of five: none may give up before)
 STABLE_DEADLINE_S = 30
+CRASH_IDLE_S = 40           # the lone member of lab4-q3's crash test waits this long for a message: long
+                            # after it has read everything, so only commits made in its loop count
 
 
 def group_state(ctx: Context, group: str) -> dict:
@@ -39,17 +41,41 @@ def two_groups_see_everything(ctx: Context) -> None:
         expect_equal(committed_offsets(ctx, group, TOPIC), ends, f"offsets committed by {ctx.group(group)}",
                      hint="A group's offsets are saved only when you commit: commit once the whole topic is read, "
                           "before closing the consumer.")
+    # The notebook's counts are the dataset's size; the same function must count a topic of the
+    # grader's own whose oldest messages are deleted (so end offsets overstate what is there).
+    from kafka import TopicPartition
+
+    topic = graders_topic(ctx, "count-check", 3)
+    producer = KafkaProducer(**ctx.kafka)
+    for p in range(3):
+        for _ in range(ctx.rng.randrange(10, 60)):
+            producer.send(topic, value=b"x", partition=p)
+    producer.flush()
+    producer.close()
+    theirs = end_offsets(ctx, short_name(topic))
+    deleted = {p: ctx.rng.randrange(1, theirs[p]) for p in (0, 1)}
+    ctx.admin.delete_records({TopicPartition(topic, p): o for p, o in deleted.items()})
+    group = f"count-check-{ctx.rng.randrange(10**6)}"
+    kept = sum(theirs.values()) - sum(deleted.values())
+    expect_equal(ctx.sub.value(f"count_in_group({topic!r}, {group!r})"), kept,
+                 f"count_in_group on the grader's topic ({sum(theirs.values())} offsets, the first "
+                 f"{sum(deleted.values())} deleted)",
+                 hint="Count the messages a consumer of the topic you are given reads, from the earliest offset "
+                      "still kept: end offsets count deleted messages too.")
+    expect_equal(committed_offsets(ctx, group, short_name(topic)), theirs,
+                 f"offsets committed by {ctx.group(group)} on the grader's topic",
+                 hint="Read in lab.group(group), the group you are given, and commit before you close.")
 
 
 @check("lab4-q2")
-def members_split_partitions(ctx: Context) -> None:
-    """five copies of group_member.py split four partitions, one each and one idle, as predicted"""
+def members_split_partitions(ctx: Context) -> str:
+    """five copies of group_member.py split four partitions, one each and one idle; a prediction was made"""
     try:
         owned = _members_split_partitions(ctx)
     except CheckFailed as e:
         ctx.scratch["member_error"] = e
         raise
-    check_prediction(ctx, owned)   # a wrong prediction fails this part only, not lab4-q3
+    return check_prediction(ctx, owned)
 
 
 def _members_split_partitions(ctx: Context) -> list[int]:
@@ -87,15 +113,14 @@ def _members_split_partitions(ctx: Context) -> list[int]:
     return owned
 
 
-def check_prediction(ctx: Context, owned: list[int]) -> None:
-    predicted = ctx.sub.value("predicted_shares")
-    expect(isinstance(predicted, (list, tuple)) and len(predicted) == MEMBERS
-           and all(isinstance(n, int) and not isinstance(n, bool) for n in predicted),
-           "predicted_shares should list five numbers of partitions, one per member", found=predicted)
-    expect_equal(sorted(predicted), owned, "predicted_shares (in any order) against the partitions per member "
-                 "the coordinator handed out",
-                 hint="A partition is read by one member of a group at a time; with more members than "
-                      "partitions, some members get none.")
+def check_prediction(ctx: Context, owned: list[int]) -> str:
+    predicted = prediction(ctx, "predicted_shares",
+                           lambda v: isinstance(v, (list, tuple)) and len(v) == MEMBERS
+                           and all(isinstance(n, int) and not isinstance(n, bool) for n in v),
+                           "[n, n, n, n, n]", "five numbers of partitions, one per member")
+    return prediction_feedback("predicted_shares (in any order)", sorted(predicted), owned,
+                               "A partition is read by one member of a group at a time; with more members than "
+                               "partitions, some members get none.")
 
 
 @check("lab4-q3")
@@ -120,6 +145,31 @@ def members_commit_everything(ctx: Context) -> None:
     processed = sum(int(rep.get("records", 0)) for rep in reports)
     expect(processed >= sum(ends.values()), "records the members report having processed",
            expected=f"at least {sum(ends.values())}", found=processed)
+    commits_while_running(ctx)
+
+
+def commits_while_running(ctx: Context) -> None:
+    """Offsets committed only once a member stops pass the check above: one member alone, with a
+    long idle time, must have committed everything it read while it still runs; then the grader
+    kills it (SIGKILL, as a crash would), which must lose nothing."""
+    group = f"crash-{ctx.rng.randrange(10**6)}"
+    ends = end_offsets(ctx, TOPIC)
+    run = start(ctx, MEMBER_SCRIPT, group, "alone", str(CRASH_IDLE_S), tag=group)
+    committed, since = {}, time.monotonic()
+    try:
+        while run.proc.poll() is None and time.monotonic() - since < CRASH_IDLE_S:
+            committed = committed_offsets(ctx, group, TOPIC)
+            if committed == ends:
+                return
+            time.sleep(0.5)
+        raise CheckFailed(f"one {MEMBER_SCRIPT} alone in group {ctx.group(group)}, {time.monotonic() - since:.0f} s "
+                          "after it started and " + ("before it stopped" if run.proc.poll() is None else
+                                                      "until it stopped") + ", had committed less than the end",
+                          expected=ends, found=committed,
+                          hint="Commit after each batch you processed, inside the poll loop: a member that commits "
+                               "only when it stops loses nothing on a clean exit, and everything on a crash.")
+    finally:
+        stop(run.proc)      # the crash: SIGKILL, no close(), no last commit
 
 
 @check("lab4-q4")

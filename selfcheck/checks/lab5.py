@@ -9,7 +9,7 @@ from collections import Counter
 
 from cluster.safe_files import list_dir, remove
 
-from . import CheckFailed, Context, check, expect, expect_equal
+from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
 from .kafka_state import committed_offsets, end_offsets, graders_topic, read_all, short_name
 from .scripts import CRASHED, read_student_file, start, wait
 
@@ -42,23 +42,58 @@ def stats_of(records) -> dict:
 
 @check("lab5-q1")
 def replay_by_time(ctx: Context) -> None:
-    """replay(start_ms, end_ms) returns exactly the flights whose timestamps fall in the window"""
-    records = read_all(ctx, DEPARTURES)
-    expect(len(records) > 0, f"{ctx.topic(DEPARTURES)} is empty", hint="Run the notebook's first cells.")
-    stamps = sorted(r.timestamp for r in records)
-    for _ in range(2):
-        i = ctx.rng.randrange(0, len(stamps) - 50)
-        start_ms, end_ms = stamps[i], stamps[i + ctx.rng.randrange(10, 50)]
-        want = sorted(json.loads(r.value)["id"] for r in records if start_ms <= r.timestamp < end_ms)
-        got = ctx.sub.value(f"sorted(replay({start_ms}, {end_ms}))")
-        expect_equal(got, want, f"the flight ids of replay({start_ms}, {end_ms})",
-                     hint="Start each partition at its first record at or after start_ms (offsets_for_times), and "
-                          "stop at its first record at or after end_ms or at its end: end_ms is not in the window.")
+    """replay(topic, start_ms, end_ms) returns exactly the events whose timestamps fall in the window, on a
+    topic of the grader's own (events and times nobody could know in advance)"""
+    topic, events = graders_departures(ctx)
+    stamps = sorted({ts for _, ts, _ in events})
+    on_topic = {fid for _, _, fid in events}
+    last_of_2 = max(ts for p, ts, _ in events if p == 2)
+    # One window whose ends are timestamps records carry (the start is in, the end is out), and one
+    # that starts after partition 2's last record (offsets_for_times answers None) and ends after
+    # every record (each partition stops at its end).
+    middle = [ts for ts in stamps if ts > last_of_2]
+    i = ctx.rng.randrange(0, len(middle) // 3)
+    windows = [(middle[i], middle[i + ctx.rng.randrange(len(middle) // 4, len(middle) // 2)]),
+               (ctx.rng.choice(middle[len(middle) // 2:]), stamps[-1] + 60_000)]
+    for start_ms, end_ms in windows:
+        want = sorted(fid for _, ts, fid in events if start_ms <= ts < end_ms)
+        got = ctx.sub.value(f"sorted(replay({topic!r}, {start_ms}, {end_ms}))")
+        strangers = sorted(set(got) - on_topic, key=str) if isinstance(got, list) else []
+        expect_equal(got, want, f"the ids replay({topic!r}, {start_ms}, {end_ms}) returned",
+                     hint=(f"{len(strangers)} of them are not on the topic replay was given (e.g. {strangers[0]!r}): "
+                           "read the events from the topic passed as its first argument." if strangers else
+                           "Start each partition at its first record at or after start_ms (offsets_for_times; it "
+                           "answers None for a partition with no record that late), and stop at its first record "
+                           "at or after end_ms or at its end: end_ms is not in the window."))
+
+
+def graders_departures(ctx: Context) -> tuple[str, list[tuple[int, int, str]]]:
+    """A protected topic of three partitions with seeded departure events, timestamps in order
+    within each partition (several records share some); partition 2 holds only early ones.
+    (its name, [(partition, timestamp, id)])."""
+    from kafka import KafkaProducer
+
+    topic = graders_topic(ctx, "replay-check", 3, retention_ms="-1")
+    base = 1357016400000 + ctx.rng.randrange(0, 300) * 86_400_000     # a seeded day of 2013
+    numbers = ctx.rng.sample(range(1000, 10000), 230)
+    events, now = [], {0: base, 1: base, 2: base}
+    for n, number in enumerate(numbers):
+        p = 2 if n < 30 else n % 2
+        now[p] += ctx.rng.choice([0, 60_000, 60_000, 120_000, 300_000])
+        events.append((p, now[p], f"2013-{ctx.rng.randrange(1, 13):02d}-01 ZZ{number} "
+                                  f"{ctx.rng.choice(['EWR', 'JFK', 'LGA'])}"))
+    producer = KafkaProducer(**ctx.kafka)
+    for p, ts, fid in events:
+        event = {"id": fid, "carrier": "ZZ", "origin": fid[-3:], "dest": "ORD", "dep_delay": ctx.rng.randrange(-10, 90)}
+        producer.send(topic, key=fid.encode(), value=json.dumps(event).encode(), partition=p, timestamp_ms=ts)
+    producer.flush()
+    producer.close()
+    return topic, events
 
 
 @check("lab5-q2")
-def predicted_the_retry(ctx: Context) -> None:
-    """the prediction of what a retry leaves on the topic matches what the demo left there"""
+def predicted_the_retry(ctx: Context) -> str:
+    """a prediction of what a retry leaves was made, and the demo left on the topic what it should"""
     copies = Counter((r.key or b"").decode(errors="replace") for r in read_all(ctx, RETRIES) if r.key)
     found = {name: copies.get(name, 0) for name in PRODUCERS}
     expect(all(found.values()), f"{ctx.topic(RETRIES)} should hold the demo's records, keyed by producer",
@@ -66,14 +101,13 @@ def predicted_the_retry(ctx: Context) -> None:
            hint="Run the demo cell (after your prediction) and leave it as it is.")
     expect_equal(found, RETRY_LESSON, f"copies of each record after one lost answer, on {ctx.topic(RETRIES)}",
                  hint="The demo did not show what it should: run it as given, with a fresh topic (its first line).")
-    predicted = ctx.sub.value("predicted_copies")
-    expect(isinstance(predicted, dict) and all(isinstance(predicted.get(n), int) and
-                                              not isinstance(predicted.get(n), bool) for n in PRODUCERS),
-           "predicted_copies should give a whole number for each producer",
-           expected={n: "a number" for n in PRODUCERS}, found=predicted)
-    expect_equal({n: predicted[n] for n in PRODUCERS}, found, "your predicted copies, against the topic",
-                 hint="Think about what the broker has already written when the answer is lost, and what "
-                      "a producer id and sequence number let it recognise.")
+    predicted = prediction(ctx, "predicted_copies",
+                           lambda v: isinstance(v, dict) and all(isinstance(v.get(n), int) and
+                                                                 not isinstance(v.get(n), bool) for n in PRODUCERS),
+                           {n: "a number" for n in PRODUCERS}, "a whole number of copies for each producer")
+    return prediction_feedback("predicted_copies", {n: predicted[n] for n in PRODUCERS}, found,
+                               "Think about what the broker has already written when the answer is lost, and "
+                               "what a producer id and sequence number let it recognise.")
 
 
 def read_checkpoint(ctx: Context) -> dict:

@@ -376,6 +376,11 @@ def wait_acked(run, want: set[str], what: str, timeout: float = ACK_WAIT_S) -> N
 
 
 def log_values(ctx: Context, topic: str) -> list[str]:
+    return [v for v, _ in log_records(ctx, topic)]
+
+
+def log_records(ctx: Context, topic: str) -> list[tuple[str, int]]:
+    """(value, timestamp) of every record of the topic, from the admin's side."""
     from kafka import KafkaConsumer, TopicPartition
 
     from .bounded_reads import bounded_poll
@@ -389,7 +394,7 @@ def log_values(ctx: Context, topic: str) -> list[str]:
         out, deadline = [], time.monotonic() + 30
         while any(consumer.position(tp) < stop_at[tp] for tp in tps) and time.monotonic() < deadline:
             for records in bounded_poll(consumer, topic, timeout_ms=500).values():
-                out.extend(r.value.decode(errors="replace") for r in records if r.value is not None)
+                out.extend((r.value.decode(errors="replace"), r.timestamp) for r in records if r.value is not None)
         return out
     finally:
         consumer.close()
@@ -405,7 +410,9 @@ def most_leader(ctx: Context, topic: str) -> int:
 def producer_under_faults(ctx: Context) -> str:
     """producer.py: writes refused while too few replicas are in sync, a leader killed, every record acknowledged once written"""
     all_up(ctx)
-    topic = new_topic(ctx, "ledger", {"min.insync.replicas": "2"})
+    # The leader stamps each record when it appends it (LogAppendTime): when a record was written
+    # is the brokers' own record, whatever the producer prints or knows.
+    topic = new_topic(ctx, "ledger", {"min.insync.replicas": "2", "message.timestamp.type": "LogAppendTime"})
     first, second, third = (values(ctx, name, n) for name, n in (("before", 60), ("refused", 40), ("failover", 80)))
     run = start(ctx, "producer.py", topic, tag="producer", stdin=True)
     feed(run, first)
@@ -434,6 +441,7 @@ def producer_under_faults(ctx: Context) -> str:
            hint="Either the producer does not wait for the in-sync replicas (use acks='all': with acks=1 the "
                 "leader acknowledges alone), or it prints 'acked' before the broker answered (print in the send's "
                 "callback, not after send()).")
+    allowed_ms = int(time.time() * 1000)       # before this, no acks="all" write could be appended
     set_min_insync(ctx, topic, 2)   # two in sync are enough again: the retries now succeed
     wait_acked(run, set(second), "given while writes were refused (retried once allowed again)")
     cluster_of(ctx).start_broker(victim)
@@ -450,7 +458,18 @@ def producer_under_faults(ctx: Context) -> str:
     code = wait(run, 30)
     expect(code == 0, f"{run.name} should end by itself (exit 0) once its input ends", found=f"exit {code}: "
            + run.output()[-300:], hint="After the input ends, flush() the producer and return.")
-    log, fed = log_values(ctx, topic), set(first + second + third)
+    records = log_records(ctx, topic)
+    log, fed = [v for v, _ in records], set(first + second + third)
+    # A producer with acks=1 whose prints wait for the in-sync replicas to come back (its login
+    # can see them) hides from the window above, not from the log: the leader appended its writes
+    # while min.insync.replicas=3 refused every acks="all" write.
+    written_early = sorted(v for v, ts in records if v in set(second) and ts < allowed_ms)
+    expect(not written_early, f"the leaders appended {len(written_early)} of the {len(second)} records given while "
+                              "min.insync.replicas=3 could not be met, before it was lowered again",
+           expected="none: the leaders refuse every acks='all' write while too few replicas are in sync",
+           found=written_early[:3],
+           hint="The producer does not wait for the in-sync replicas: create it with acks='all' (with acks=1 the "
+                "leader writes and answers alone).")
     lost = sorted(acked(run) - set(log))
     expect(not lost, f"{len(lost)} records reported as acknowledged are not in the topic", found=lost[:3],
            hint="Report a record only from the callback of its successful send.")

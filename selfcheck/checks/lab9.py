@@ -45,6 +45,8 @@ SPARK_VALUE_S = 120            # a value the grader reads by running a Spark job
 # parts, the SQLite table) with plain file APIs, where a link reaches only what the sandbox shows.
 IN_SANDBOX = ("output_rows", "committed_files", "sqlite_rows", "sqlite_clear", "sqlite_insert")
 MAX_OUTPUT_ROWS = 100_000      # of the job's output or the table, read by the grader (a day holds a few hundred)
+SPARK_FOOTER = {b"org.apache.spark.version", b"org.apache.spark.sql.parquet.row.metadata"}
+SPARK_DRIVER = "org.apache.spark.deploy.SparkSubmit"   # the JVM pyspark starts for a session
 
 
 def utc_text(value, naive_is_local: bool) -> str:
@@ -234,14 +236,18 @@ def joins_airline_names(ctx: Context) -> None:
 
     events = graders_flights(ctx)
     topic = flights_topic(ctx, events)
-    names = (f"{KERNEL_SPARK}.spark_session().createDataFrame("
-             f"__import__('cluster.lab', fromlist=['_']).airlines())")
+    # A names table of the grader's own: the course's airlines with a seeded tag in each name, less
+    # one carrier of the day, so names looked up anywhere but in the table given are wrong.
+    tag = f" #{ctx.rng.randrange(1000, 10000)}"
+    gone = ctx.rng.choice(sorted({e["carrier"] for e in events if e["carrier"] != FAKE_CARRIER}))
+    table = [{"carrier": a["carrier"], "name": a["name"] + tag} for a in airlines() if a["carrier"] != gone]
+    names = f"{KERNEL_SPARK}.spark_session().createDataFrame({table!r}, 'carrier STRING, name STRING')"
     parsed = f"{IN_KERNEL}.reference_flights({topic!r})"
     rows = ctx.sub.value(f"[(r['id'], r['name']) for r in with_airline({parsed}, {names}).collect()]",
                          timeout=SPARK_VALUE_S)
     expect(isinstance(rows, list), "with_airline(flights, names) should return a DataFrame with a name column",
            found=str(rows)[:200])
-    name_of = {a["carrier"]: a["name"] for a in airlines()}
+    name_of = {a["carrier"]: a["name"] for a in table}
     want = sorted(((e["id"], name_of.get(e["carrier"])) for e in events), key=str)
     got = sorted((tuple(r) for r in rows), key=str)
     unknown = sorted(e["id"] for e in events if e["carrier"] not in name_of)
@@ -252,7 +258,8 @@ def joins_airline_names(ctx: Context) -> None:
                 "vanish from the stream. Use a left join (how=\"left\").")
     expect(got == want, f"(id, name) of the flights on {topic}", expected=f"{len(want)} rows, e.g. {want[:2]}",
            found=f"{len(got)} rows, e.g. {got[:2]}",
-           hint="Join on carrier and keep names' column `name`; each flight once.")
+           hint="Join on carrier and keep the column `name` of the names table you are given (the grader's "
+                "differs from the course's); each flight once.")
 
 
 # --- lab9-q3: the job, crashed, restarted and fed late events -------------------------------
@@ -320,6 +327,17 @@ def read_output(ctx: Context) -> list[tuple]:
     return [tuple(r) for r in in_sandbox.call(ctx, "selfcheck.checks.lab9:output_rows", str(ctx.workdir))]
 
 
+def spark_wrote(meta, name: str) -> None:
+    """A Parquet file Spark's writer made: parquet-java ("parquet-mr") names itself in the footer,
+    and Spark adds its version and the rows' schema. pyarrow, pandas or polars write neither."""
+    keys = set(meta.metadata or {})
+    expect(str(meta.created_by or "").startswith("parquet-mr") and SPARK_FOOTER <= keys,
+           f"{name} was not written by Spark", expected=f"written by parquet-mr, with {sorted(k.decode() for k in SPARK_FOOTER)}",
+           found=f"written by {meta.created_by!r}, with {sorted(k.decode(errors='replace') for k in keys)[:4]}",
+           hint="The job must be a Spark Structured Streaming query whose file sink writes the folder; "
+                "files written by other libraries are not Spark's output.")
+
+
 def output_rows(workdir: str) -> list[tuple]:
     """read_output's work, where the files are (in the sandbox when grading)."""
     import pyarrow.parquet as pq
@@ -340,6 +358,7 @@ def output_rows(workdir: str) -> list[tuple]:
                f"{f.relative_to(folder)} is listed in the job's output but is not a file in it")
         try:
             parquet = pq.ParquetFile(f)
+            spark_wrote(parquet.metadata, f"{OUTPUT}/{f.relative_to(folder)}")
             expect(parquet.metadata.num_rows <= MAX_OUTPUT_ROWS, f"{OUTPUT}/{f.relative_to(folder)} holds "
                    f"{parquet.metadata.num_rows:,} rows", expected=f"at most {MAX_OUTPUT_ROWS:,} (a day's hours and "
                    "airports are a few hundred)", hint="Write one row per hour and airport.")
@@ -413,8 +432,15 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
     with an error. A sink that cannot tell a repeated batch from a new one then writes that
     batch's rows twice when the job is restarted."""
     run = start(ctx, JOB_SCRIPT, topic, OUTPUT, CHECKPOINT, tag=tag)
+    driver = DriverWatch(run.proc.pid)
     if fail_from is None:
         code = wait(run, JOB_DEADLINE_S)
+        driver.stop()
+        expect(driver.seen or code != 0, f"{JOB_SCRIPT} ({tag}) ended without ever starting a Spark driver",
+               expected=f"a JVM running {SPARK_DRIVER} among the job's processes (pyspark starts it for the session)",
+               found=f"{driver.looks} looks at its processes, none a Spark driver",
+               hint="The job must run its query on Spark: SparkSession.builder ... getOrCreate() (or the course's "
+                    "spark_session()), readStream from Kafka, writeStream to Parquet.")
     else:
         checkpoint = ctx.workdir / CHECKPOINT
         hour_ms = 3600 * 1000
@@ -435,11 +461,16 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
                     batch += 1
             time.sleep(0.01)
         ended = run.proc.poll()
+        driver.stop()
         stop(run.proc)
         no_links(ctx.workdir, CHECKPOINT, f"{CHECKPOINT}/commits")
         if blocked is not None and kind(ctx.workdir, f"{CHECKPOINT}/commits/{blocked}") == "folder":
             remove(ctx.workdir, f"{CHECKPOINT}/commits/{blocked}")
         if blocked is not None and ended not in (None, 0):
+            expect(driver.seen, f"{JOB_SCRIPT} ({tag}) ran without ever starting a Spark driver",
+                   expected=f"a JVM running {SPARK_DRIVER} among the job's processes",
+                   found=f"{driver.looks} looks at its processes, none a Spark driver",
+                   hint="The job must run its query on Spark, not imitate its files.")
             return f"{tag}: failed in micro-batch {blocked}, after its output and before its commit"
         last = (run.output().strip().splitlines() or ["(no output)"])[-1]
         why = (f"ended with exit 0 although its micro-batch {blocked} could not commit (does it catch the "
@@ -459,6 +490,40 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
                           hint="Run the job's cell and read its whole error; a restart must read the checkpoint "
                                "the run before left.")
     return f"{tag}: exit 0"
+
+
+class DriverWatch:
+    """Whether a Spark driver ran among a script's processes: a thread looks at the process tree
+    (in the sandbox when grading) every half second until stop()."""
+
+    def __init__(self, pid: int):
+        import threading
+
+        self.pid, self.seen, self.looks = pid, False, 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        import psutil
+
+        while not self.seen and not self._done.is_set():
+            try:
+                procs = psutil.Process(self.pid).children(recursive=True)
+            except psutil.Error:
+                procs = []
+            for p in procs:
+                try:
+                    if SPARK_DRIVER in p.cmdline():
+                        self.seen = True
+                except psutil.Error:
+                    pass
+            self.looks += 1
+            self._done.wait(0.5)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(5)
 
 
 def from_ms(ms: int) -> datetime | None:
@@ -868,37 +933,37 @@ def sqlite_clear(workdir: str) -> list[tuple[str, str]]:
         raise CheckFailed(f"the grader could not empty the tables of {TABLE_FILE}: {e}", hint=sqlite_hint(e)) from None
 
 
-def earlier_run_row(ctx: Context, hour: datetime) -> tuple | None:
-    """Add to the student's table a row as an earlier run of the job would have left it (the hour
-    written the way save_batch writes hours), so a save_batch that rewrites the whole table from
-    what its process remembers loses it. None when no hour of the table reads as an hour."""
+def earlier_run_row(ctx: Context, hour: datetime) -> tuple:
+    """Add to the student's table a row as an earlier run of the job would have left it, so a
+    save_batch that rewrites the whole table from what its process remembers loses it. The hour
+    is written the way save_batch writes hours where the grader can tell (the same text with
+    another date and hour), else as the text asks ("2013-01-01 10:00:00"). A row the grader cannot
+    add fails the part: a check that cannot run its step never passes it."""
+    mine = hour.strftime("%Y-%m-%d %H:%M:%S")
     known = [(h, hour_in_table(h)) for h, *_ in table_rows(ctx) if isinstance(h, str) and hour_in_table(h)]
-    if not known:
-        return None
-    text, seen = known[0]
-    at = text.find(seen.strftime("%Y-%m-%d"))
-    if at < 0:
-        return None
-    # the same text with the other hour's date and two hour digits in their places
-    mine = text[:at] + hour.strftime("%Y-%m-%d") + text[at + 10] + hour.strftime("%H") + text[at + 13:]
-    if hour_in_table(mine) != hour:
-        return None
+    if known:
+        text, seen = known[0]
+        at = text.find(seen.strftime("%Y-%m-%d"))
+        clock = text.find(seen.strftime("%H"), at + 10) if at >= 0 else -1
+        like = (text[:at] + hour.strftime("%Y-%m-%d") + text[at + 10:clock] + hour.strftime("%H") + text[clock + 2:]
+                if clock >= 0 else None)
+        if like is not None and hour_in_table(like) == hour:
+            mine = like
     row = (mine, "LGA", ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3))
-    added = in_sandbox.call(ctx, "selfcheck.checks.lab9:sqlite_insert", str(ctx.workdir), list(row))
-    return row if added else None
+    in_sandbox.call(ctx, "selfcheck.checks.lab9:sqlite_insert", str(ctx.workdir), list(row))
+    return row
 
 
-def sqlite_insert(workdir: str, row: list) -> bool:
+def sqlite_insert(workdir: str, row: list) -> None:
     no_links(Path(workdir), TABLE_FILE)
     try:
         with sqlite3.connect(Path(workdir) / TABLE_FILE, timeout=10) as db:
             db.execute(f"INSERT INTO {TABLE} (hour, origin, flights, avg_delay) VALUES (?, ?, ?, ?)", row)
-    except sqlite3.IntegrityError:
-        return False             # a column of the student's own with no default: the row is not ours to make
     except sqlite3.Error as e:
-        raise CheckFailed(f"the grader could not add a row of an earlier run to the table {TABLE}: {e}",
-                          hint=sqlite_hint(e)) from None
-    return True
+        raise CheckFailed(f"the grader could not add a row of an earlier run, {tuple(row)}, to the table {TABLE}: {e}",
+                          hint=f"Keep {TABLE} to the columns the text names (hour, origin, flights, avg_delay; any "
+                               "other needs a default), with one row per hour and airport: the grader checks that "
+                               "rows of an earlier run survive a restart.") from None
 
 
 @check("lab9-q6", kernel_runs="the question runs Spark, a child of the kernel")
@@ -914,7 +979,7 @@ def upserts_each_batch(ctx: Context) -> str:
     second = [row(h, o) for h, o in ((hours[2], "EWR"), (hours[3], "LGA"), (hours[3], "JFK"))]
     third = [row(h, o) for h, o in ((hours[3], "LGA"), (hours[4], "EWR"))]
     batches = [(0, first), (1, second), (1, second), (2, third)]      # batch 1 replayed after a crash
-    truth, kept = {}, None
+    truth = {}
     for i, (batch_id, rows) in enumerate(batches):
         ctx.sub.value(f"save_batch({IN_KERNEL}.batch_frame({rows!r}), {batch_id}) is None", timeout=SPARK_VALUE_S)
         for h, o, f, a in rows:
@@ -923,8 +988,7 @@ def upserts_each_batch(ctx: Context) -> str:
             # The job restarts after micro-batch 0 (a new process: nothing of the last one's memory)
             # and the table holds a row of an earlier run besides: both must stay.
             kept = earlier_run_row(ctx, hours[5])
-            if kept is not None:
-                truth[(utc_hour_text(kept[0]), kept[1])] = kept[2:]
+            truth[(utc_hour_text(kept[0]), kept[1])] = kept[2:]
     found = table_rows(ctx)
     keys = [(utc_hour_text(h), o) for h, o, *_ in found]
     twice = sorted({k for k in keys if keys.count(k) > 1})
@@ -954,5 +1018,4 @@ def upserts_each_batch(ctx: Context) -> str:
            f"(replayed), 2", expected=f"{len(truth)} (hour, origin) rows, each with its latest values",
            found=f"{len(found)} rows; twice: {twice[:2]}; wrong: {len(wrong)} e.g. {wrong[:1]}; missing: {missing[:2]}",
            hint=hint)
-    return (f"{len(truth)} rows right after 4 calls (one a replay)"
-            + (", a row of an earlier run kept" if kept is not None else ""))
+    return f"{len(truth)} rows right after 4 calls (one a replay), a row of an earlier run kept"
