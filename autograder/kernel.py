@@ -363,7 +363,8 @@ class KernelSession:
         if not self.jail.freeze():
             self.log.killed_at = self.log.killed_at if self.log.killed_at is not None else -1
             self.log.notes.append("The notebook's processes kept resuming each other and could not be paused for a "
-                                  "check; they were killed, and the checks after it could not read the notebook.")
+                                  "check; they were killed, and the checks after it could not read the notebook. "
+                                  f"(Still running: {', '.join(self.jail.unfrozen) or 'none known'}.)")
             self.jail.kill()
         self._paused = True
         try:

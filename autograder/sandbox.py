@@ -612,12 +612,39 @@ class Sandbox:
         return Jail(pid, supervised=self.user is not None)
 
 
+def stopped(p: psutil.Process) -> bool:
+    """Whether a process can run none of its own code: stopped, dead, or with a SIGSTOP pending
+    that it has not taken yet (a process in an uninterruptible wait, on a machine whose disks are
+    busy, takes it only when the wait ends: it stops then, before its next instruction; and no
+    process of the sandbox is left running to send it SIGCONT meanwhile)."""
+    if p.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+        return True
+    try:
+        status = Path(f"/proc/{p.pid}/status").read_text()
+    except OSError:
+        return False
+    pending = 0
+    for line in status.splitlines():
+        if line.startswith(("SigPnd:", "ShdPnd:")):
+            pending |= int(line.split()[1], 16)
+    return bool(pending & (1 << (signal.SIGSTOP - 1)))
+
+
+def describe_process(p: psutil.Process) -> str:
+    """pid, name and state of a process, for staff notes."""
+    try:
+        return f"{p.pid} {p.name()} {p.status()}"
+    except psutil.Error:
+        return f"{p.pid} (gone)"
+
+
 class Jail:
     """A running sandbox, by the pid of its outer process (bwrap, or the user method's
     supervisor): freeze, thaw, kill, all at once."""
 
     def __init__(self, pid: int | None, supervised: bool = False):
         self.pid, self.supervised = pid, supervised
+        self.unfrozen: list[str] = []     # what a failed freeze could not stop: pid, name, state
 
     def processes(self) -> list[psutil.Process]:
         """Every process of the sandbox. Inside a PID namespace, orphans are adopted by its
@@ -671,13 +698,14 @@ class Jail:
             running = []
             for p in self.processes()[1:]:
                 try:
-                    if p.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                    if not stopped(p):
                         running.append(p)
                 except psutil.Error:
                     pass
             if not running:
                 return True
             if time.monotonic() > deadline:
+                self.unfrozen = [describe_process(p) for p in running[:5]]   # for the staff notes
                 return False
             for p in running:
                 try:
