@@ -47,6 +47,20 @@ def graders_topic(ctx: Context, name: str, partitions: int, protect: bool = True
     return topic
 
 
+def fill(ctx: Context, topic: str, counts: dict[int, int], key: bytes | None = None, value: bytes = b"x") -> None:
+    """counts[p] records of the grader's in each partition p of the topic (a full name), all sent."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(**ctx.kafka)
+    try:
+        for p, n in counts.items():
+            for _ in range(n):
+                producer.send(topic, key=key, value=value, partition=p)
+        producer.flush()
+    finally:
+        producer.close()
+
+
 def short_name(topic: str) -> str:
     """A full topic name without its namespace: what ctx.topic() and this module's readers take."""
     return topic.split(".", 1)[1]

@@ -6,7 +6,7 @@ from collections import Counter
 
 from .. import protos
 from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
-from .kafka_state import committed_offsets, describe_topic, end_offsets, graders_topic, read_all, short_name, topic_configs
+from .kafka_state import committed_offsets, describe_topic, end_offsets, fill, graders_topic, read_all, short_name, topic_configs
 
 TOPIC = "flights"
 PARTITIONS, REPLICAS, RETENTION_MS = 4, 3, "604800000"
@@ -121,15 +121,9 @@ def send_flights(ctx: Context, topic: str, flights: list[dict]) -> None:
 def located(ctx: Context) -> None:
     """locate(topic, flight) returns the (partition, offset) the broker gave the flight, on a topic of the
     grader's own that already holds messages"""
-    from kafka import KafkaProducer
-
     topic = graders_topic(ctx, "locate-check", PARTITIONS, protect=False)    # locate writes to it
-    producer = KafkaProducer(**ctx.kafka)
-    for p in range(PARTITIONS):       # so no offset can be guessed: a seeded number already in each
-        for _ in range(ctx.rng.randrange(0, 12)):
-            producer.send(topic, key=b"filler", value=b"filler", partition=p)
-    producer.flush()
-    producer.close()
+    # so no offset can be guessed: a seeded number already in each partition
+    fill(ctx, topic, {p: ctx.rng.randrange(0, 12) for p in range(PARTITIONS)}, key=b"filler", value=b"filler")
     for flight in graders_flights(ctx, 3):
         got = ctx.sub.value(f"locate({topic!r}, {flight!r})")
         expect(isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(x, int) for x in got),

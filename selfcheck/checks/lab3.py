@@ -8,7 +8,7 @@ from collections import defaultdict
 from kafka.partitioner.default import murmur2
 
 from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
-from .kafka_state import end_offsets, graders_topic, read_all
+from .kafka_state import end_offsets, fill, graders_topic, read_all
 
 CARRIER_TOPIC, CARRIER_PARTITIONS = "by-carrier", 6
 ROUTED_TOPIC, HOT_KEY, MAX_SHARE = "routed", b"B6", 0.30
@@ -71,17 +71,10 @@ def predicted_partitions(ctx: Context) -> None:
 @check("lab3-q2")
 def measured_skew(ctx: Context) -> str:
     """partition_loads(topic) counts what the broker holds, and a busiest partition was predicted"""
-    from kafka import KafkaProducer
-
     # A topic of the grader's own, with counts the notebook cannot know: the function must ask.
     probe = graders_topic(ctx, "loads-probe", 3, protect=False)
     want = {p: ctx.rng.randrange(1, 40) for p in range(3)}
-    producer = KafkaProducer(**ctx.kafka)
-    for p, n in want.items():
-        for _ in range(n):
-            producer.send(probe, value=b"x", partition=p)
-    producer.flush()
-    producer.close()
+    fill(ctx, probe, want)
     expect_equal(ctx.sub.value(f"partition_loads({probe!r})"), want,
                  f"partition_loads({probe!r}) on a topic of the grader's, with 3 partitions",
                  hint="Ask the broker for each partition's end offset (a consumer's end_offsets); "
@@ -132,16 +125,9 @@ def spread_hot_key(ctx: Context) -> None:
            hint="A partition of its own still leaves B6 in one partition: spread B6's planes over "
                 "several partitions.")
     # busiest_share on a topic of the grader's own, with loads nobody could know in advance
-    from kafka import KafkaProducer
-
     probe = graders_topic(ctx, "share-probe", 4)
     loads = {p: ctx.rng.randrange(1, 60) for p in range(4)}
-    producer = KafkaProducer(**ctx.kafka)
-    for p, n in loads.items():
-        for _ in range(n):
-            producer.send(probe, value=b"x", partition=p)
-    producer.flush()
-    producer.close()
+    fill(ctx, probe, loads)
     want = max(loads.values()) / sum(loads.values())
     got = ctx.sub.value(f"busiest_share({probe!r})")
     expect(isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - want) < 1e-9,

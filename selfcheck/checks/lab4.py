@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import time
 
-from kafka import KafkaProducer
 
 from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
-from .kafka_state import committed_offsets, end_offsets, graders_topic, short_name
+from .kafka_state import committed_offsets, end_offsets, fill, graders_topic, short_name
 from .scripts import start, stop, wait
 
 TOPIC, PARTITIONS = "departures", 4
@@ -46,12 +45,7 @@ def two_groups_see_everything(ctx: Context) -> None:
     from kafka import TopicPartition
 
     topic = graders_topic(ctx, "count-check", 3)
-    producer = KafkaProducer(**ctx.kafka)
-    for p in range(3):
-        for _ in range(ctx.rng.randrange(10, 60)):
-            producer.send(topic, value=b"x", partition=p)
-    producer.flush()
-    producer.close()
+    fill(ctx, topic, {p: ctx.rng.randrange(10, 60) for p in range(3)})
     theirs = end_offsets(ctx, short_name(topic))
     deleted = {p: ctx.rng.randrange(1, theirs[p]) for p in (0, 1)}
     ctx.admin.delete_records({TopicPartition(topic, p): o for p, o in deleted.items()})
@@ -183,12 +177,7 @@ def lag_matches_the_broker(ctx: Context) -> None:
     name = short_name(topic)
     group = ctx.group(name)
     ctx.protect(topics=[topic], groups=[group])   # the lag is the grader's: the student's code may only read it
-    producer = KafkaProducer(**ctx.kafka)
-    for p in range(3):
-        for _ in range(ctx.rng.randrange(5, 30)):
-            producer.send(topic, value=b"x", partition=p)
-    producer.flush()
-    producer.close()
+    fill(ctx, topic, {p: ctx.rng.randrange(5, 30) for p in range(3)})
     ends = end_offsets(ctx, name)
     committed = {p: ctx.rng.randrange(0, ends[p]) for p in (0, 1)}   # partition 2: never committed
     ctx.admin.alter_group_offsets(group, {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
