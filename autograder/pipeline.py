@@ -471,22 +471,30 @@ def clean_up(job: Job) -> None:
         shutil.rmtree(home, ignore_errors=True)
     if job.namespace and job.admin:
         try:
-            admin = admin_client("grader", job.admin, request_timeout_ms=10_000)
-            if job.account:
-                accounts.revoke(admin, job.account.username)
-            topics = [t for t in admin.list_topics() if in_namespace(job.namespace, t)]
-            if topics:
-                admin.delete_topics(topics)
-            groups = [g[0] if isinstance(g, tuple) else getattr(g, "group_id", g) for g in admin.list_groups()]
-            mine = [g for g in groups if in_namespace(job.namespace, str(g))]
-            if mine:
-                admin.delete_groups(mine)
-            admin.close()
+            remove_namespace(job.admin, job.namespace, job.account.username if job.account else None)
         except Exception as e:
             job.result.notes.append(f"(clean-up of {job.namespace} incomplete: {type(e).__name__}: {e})")
     for folder in (job.workdir, job.logdir, job.private_dir):
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_namespace(connection: dict, namespace: str, user: str | None) -> None:
+    """Delete a namespace's user (first: nothing it left running can act after this), with its
+    ACLs, then the namespace's topics and groups."""
+    admin = admin_client("grader", connection, request_timeout_ms=10_000)
+    try:
+        if user:
+            accounts.revoke(admin, user)
+        topics = [t for t in admin.list_topics() if in_namespace(namespace, t)]
+        if topics:
+            admin.delete_topics(topics)
+        groups = [g[0] if isinstance(g, tuple) else getattr(g, "group_id", g) for g in admin.list_groups()]
+        mine = [g for g in groups if in_namespace(namespace, str(g))]
+        if mine:
+            admin.delete_groups(mine)
+    finally:
+        admin.close()
 
 
 STEPS = (find_lab, check_sandbox, check_cluster, read_submission, restore_tests, make_namespace, make_workdir,
