@@ -489,12 +489,17 @@ def remove_namespace(connection: dict, namespace: str, user: str | None) -> None
         topics = [t for t in admin.list_topics() if in_namespace(namespace, t)]
         if topics:
             admin.delete_topics(topics)
-        groups = [g[0] if isinstance(g, tuple) else getattr(g, "group_id", g) for g in admin.list_groups()]
-        mine = [g for g in groups if in_namespace(namespace, str(g))]
+        mine = namespace_groups(admin, namespace)
         if mine:
             admin.delete_groups(mine)
     finally:
         admin.close()
+
+
+def namespace_groups(admin, namespace: str) -> list[str]:
+    """The consumer groups of a namespace (kafka-python lists them as tuples or objects)."""
+    groups = [g[0] if isinstance(g, tuple) else getattr(g, "group_id", g) for g in admin.list_groups()]
+    return [str(g) for g in groups if in_namespace(namespace, str(g))]
 
 
 STEPS = (find_lab, check_sandbox, check_cluster, read_submission, restore_tests, make_namespace, make_workdir,

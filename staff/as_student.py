@@ -30,7 +30,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
 from autograder.kernel import CELL_TIMEOUT_S, DEMO_TAG
-from autograder.pipeline import RELEASE, remove_namespace, test_label
+from autograder.pipeline import RELEASE, namespace_groups, remove_namespace, test_label
 from cluster import accounts
 from cluster.accounts import Account
 from cluster.connect import admin_client, admin_connection
@@ -50,9 +50,24 @@ def first_line(outputs: list) -> str:
     return ""
 
 
+def footprint(connection: dict, namespace: str) -> dict:
+    """What a namespace holds on the cluster: its topics, their partitions (each kept on three
+    brokers), its consumer groups. What one student's lab leaves behind until the next lab's
+    start_lab() deletes the topics."""
+    from cluster.connect import in_namespace
+
+    admin = admin_client("selftest", connection)
+    try:
+        topics = [t for t in admin.list_topics() if in_namespace(namespace, t)]
+        partitions = sum(len(t["partitions"]) for t in admin.describe_topics(topics)) if topics else 0
+        return {"topics": len(topics), "partitions": partitions, "groups": len(namespace_groups(admin, namespace))}
+    finally:
+        admin.close()
+
+
 def run(lab: str, notebook: Path) -> dict:
-    """{label: {"passed": bool, "said": first line of the failure}} for each test cell, and the
-    run's "seconds"."""
+    """{label: {"passed": bool, "said": first line of the failure}} for each test cell, the run's
+    "seconds", and what it "left" on the cluster (footprint)."""
     nb = nbformat.read(notebook, as_version=4)
     namespace = f"self-{lab}-{secrets.token_hex(4)}"
     account = Account(namespace, accounts.new_password())
@@ -95,6 +110,10 @@ def run(lab: str, notebook: Path) -> dict:
                                     "said": first_line(cell.outputs)}
     finally:
         try:
+            left = footprint(connection, namespace)
+        except Exception as e:   # noqa: BLE001 - a figure for a table, not the run's outcome
+            left = {"error": f"{type(e).__name__}: {e}"}
+        try:
             remove_namespace(connection, namespace, account.username)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -102,7 +121,7 @@ def run(lab: str, notebook: Path) -> dict:
         label = test_label(cell)
         if label and label not in parts:
             parts[label] = {"passed": False, "said": "its test cell did not run: the kernel had died"}
-    return {"parts": parts, "seconds": round(time.monotonic() - start, 1)}
+    return {"parts": parts, "seconds": round(time.monotonic() - start, 1), "left": left}
 
 
 def main(argv: list[str] | None = None) -> int:
