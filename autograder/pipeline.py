@@ -30,7 +30,8 @@ import nbformat
 
 from cluster import accounts
 from cluster.accounts import Account
-from cluster.connect import admin_client, admin_connection, anything_listens, bootstrap_servers, in_namespace
+from cluster.connect import (admin_client, admin_connection, anything_listens, bootstrap_servers, group_ids,
+                             in_namespace)
 from cluster.process import listening_ports
 from cluster.safe_files import RefusedPath, read_bytes
 from cluster.settings import ROOT, env, jars_cache
@@ -497,9 +498,8 @@ def remove_namespace(connection: dict, namespace: str, user: str | None) -> None
 
 
 def namespace_groups(admin, namespace: str) -> list[str]:
-    """The consumer groups of a namespace (kafka-python lists them as tuples or objects)."""
-    groups = [g[0] if isinstance(g, tuple) else getattr(g, "group_id", g) for g in admin.list_groups()]
-    return [str(g) for g in groups if in_namespace(namespace, str(g))]
+    """The consumer groups of a namespace."""
+    return [g for g in group_ids(admin) if in_namespace(namespace, g)]
 
 
 STEPS = (find_lab, check_sandbox, check_cluster, read_submission, restore_tests, make_namespace, make_workdir,

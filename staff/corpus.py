@@ -1580,7 +1580,7 @@ LURKER = (
     "    joined = {}\n"
     "    while True:\n"
     "        for g in lab.admin.list_groups():\n"
-    "            gid = g[0] if isinstance(g, tuple) else getattr(g, 'group_id', g)\n"
+    "            gid = g['group_id']\n"
     "            if str(gid).startswith(lab.namespace + '.members-') and gid not in joined:\n"
     "                c = KafkaConsumer(lab.topic('departures'), group_id=gid, **lab.connection)\n"
     "                joined[gid] = c\n"
