@@ -363,7 +363,8 @@ def main(argv=None) -> int:
     p.add_argument("--class-lab", default="lab1", help="the lab of that class (default lab1)")
     p.add_argument("--class-jobs", type=int, default=8, help="grade-all's jobs for it (default 8)")
     p.add_argument("--labs", nargs="*", help="grade only these labs (default: all)")
-    p.add_argument("--students", type=int, default=200, help="load: students holding their lab's topics (default 200)")
+    p.add_argument("--students", type=int, help="load: students holding their lab's topics (default: as many as "
+                   "one cluster holds, cluster/capacity.py)")
     p.add_argument("--active", type=int, default=30, help="load: students producing and consuming at once (default 30)")
     p.add_argument("--load-seconds", type=float, default=90, help="load: how long they work (default 90)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log each step (clusters started, ...)")
@@ -387,7 +388,9 @@ def main(argv=None) -> int:
     if a.only in (None, "load"):
         from .load import bench_load
 
-        rows += bench_load(a.students, a.active, a.load_seconds)
+        from cluster.capacity import max_students
+
+        rows += bench_load(a.students or max_students(), a.active, a.load_seconds)
     print_table(rows)
     return 0
 

@@ -1,23 +1,24 @@
 """A class on one shared cluster (make bench's `load` part): what the brokers hold and how the
-students fare.
+students fare, with the faults a class meets.
 
     python -m bench --only load [--students 200] [--active 30] [--load-seconds 90]
 
 On a bench cluster of its own with the kit's settings (256 MB heaps), `students` namespaces
-each get a login and the topics one student's lab holds (a lab's first cell deletes the
-earlier lab's topics, so that is a student's footprint: see FOOTPRINT). Then `active` of them
-work at once for `load_seconds`, each a process of its own that produces with acks=all and
-consumes in a group, while grade-all grades a few submissions of lab 2 and, halfway, a broker
-is killed (SIGKILL) and started again. The table gives what the brokers hold (heap after a
-full GC, resident memory, open files), the students' p99 produce and end-to-end latencies,
-the killed broker's time back (until students' logins work on it), and whether every grade
-was the corpus's.
+each get a login, the topics one student's lab holds (a lab's first cell deletes the earlier
+lab's topics, so that is a student's footprint: cluster/capacity.py) and consumer groups left
+behind. Then `active` of them work at once for `load_seconds`, each a process of its own that
+produces numbered records with acks=all and reads them back in a group, while one more student
+runs away (a loop creating and deleting topics), grade-all grades a few submissions of lab 2,
+and, halfway, a broker is killed (SIGKILL) and started again. The table gives what the brokers
+hold (heap after a full GC, resident memory, open files), the students' p99 produce and
+end-to-end latencies, acknowledged records lost (none may be) or never read by their group,
+the killed broker's time back (until students' logins work on it), and whether every grade was
+the corpus's.
 """
 
 from __future__ import annotations
 
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,11 +27,11 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-# What one student's lab holds at most: topics and partitions (each on three brokers) left by
-# each lab's solution, run as a student (staff/as_student.py reports it), largest of the ten.
-FOOTPRINT = {"topics": 6, "partitions": 14}
+from cluster.capacity import FOOTPRINT_PARTITIONS
+
 RATE_PER_S = 20              # each active student's records per second (a lab's loops, slowed to a person's pace)
 GRADED_LAB, GRADED = "lab2", 6
+GROUPS_LEFT = 3              # consumer groups each student left behind (earlier runs of the labs)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -40,9 +41,9 @@ def percentile(values: list[float], q: float) -> float:
 
 def student_topics(ns: str) -> dict[str, int]:
     """The footprint as topics of 1-4 partitions, as the labs make them."""
-    topics, left, i = {}, FOOTPRINT["partitions"], 0
+    topics, left, i = {}, FOOTPRINT_PARTITIONS, 0
     while left > 0:
-        n = min(left, 4 if i % 2 == 0 else 1, left)
+        n = min(left, 4 if i % 2 == 0 else 1)
         topics[f"{ns}.t{i}"] = n
         left, i = left - n, i + 1
     return topics
@@ -50,7 +51,10 @@ def student_topics(ns: str) -> dict[str, int]:
 
 def make_students(c, count: int) -> list[tuple[str, str]]:
     """(namespace, password) of `count` students, each with its ACLs and topics, made as itself."""
+    from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient
+    from kafka.errors import CoordinatorNotAvailableError, NotLeaderForPartitionError, UnknownTopicOrPartitionError
+    from kafka.structs import OffsetAndMetadata
 
     from cluster import accounts
 
@@ -65,52 +69,112 @@ def make_students(c, count: int) -> list[tuple[str, str]]:
     finally:
         admin.close()
     for ns, password in made:
-        mine = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers(), **accounts.Account(ns, password).kafka_python())
+        mine = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers, **accounts.Account(ns, password).kafka_python())
         try:
-            mine.create_topics({t: {"num_partitions": n, "replication_factor": 3}
-                                for t, n in student_topics(ns).items()})
+            topics = student_topics(ns)
+            mine.create_topics({t: {"num_partitions": n, "replication_factor": 3} for t, n in topics.items()})
+            first = next(iter(topics))
+            for g in range(GROUPS_LEFT):   # what a student's earlier runs leave: groups with offsets
+                deadline = time.monotonic() + 60   # a new cluster makes its offsets topic on first use
+                while True:
+                    try:
+                        mine.alter_group_offsets(f"{ns}.old-{g}", {TopicPartition(first, 0): OffsetAndMetadata(0, "", -1)})
+                        break
+                    except (CoordinatorNotAvailableError, UnknownTopicOrPartitionError, NotLeaderForPartitionError):
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.5)
         finally:
             mine.close()
     return made
 
 
 def act(servers: str, ns: str, password: str, seconds: float) -> dict:
-    """One student at work: a producer (acks=all) and a consumer in a group on the student's own
-    topic, `seconds` long. Returns the produce latencies (send() to acknowledgement) and the
-    end-to-end ones (the record's timestamp to the consumer), in seconds, and the errors seen."""
-    from kafka import KafkaConsumer, KafkaProducer
+    """One student at work: a producer (acks=all) of numbered records and a consumer in a group
+    on the student's own topic, `seconds` long. Returns the produce latencies (send() to
+    acknowledgement) and the end-to-end ones (the record's timestamp to the consumer), in
+    seconds; the errors sends met; the acknowledged numbers missing from the topic afterwards
+    (lost), and those the group never read."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     from cluster.accounts import Account
 
     login = {"bootstrap_servers": servers, **Account(ns, password).kafka_python()}
     topic = f"{ns}.t0"
-    produced, e2e, errors = [], [], []
+    produced, e2e, errors, acked, read = [], [], [], set(), set()
     producer = KafkaProducer(**login, acks="all", request_timeout_ms=30_000)
-    consumer = KafkaConsumer(topic, **login, group_id=f"{ns}.readers", auto_offset_reset="latest",
+    consumer = KafkaConsumer(topic, **login, group_id=f"{ns}.readers", auto_offset_reset="earliest",
                              fetch_max_wait_ms=100)
     stop = time.monotonic() + seconds
 
-    def read():
-        while time.monotonic() < stop + 5:
-            for records in consumer.poll(timeout_ms=200).values():
+    joined, flushed = threading.Event(), threading.Event()
+
+    def take():
+        while time.monotonic() < stop + 90 and not (flushed.is_set() and acked <= read):
+            polled = consumer.poll(timeout_ms=200)
+            if consumer.assignment():
+                joined.set()
+            for records in polled.values():
                 now = time.time()
                 e2e.extend(now - r.timestamp / 1000 for r in records)
+                read.update(int(r.value[:10]) for r in records)
 
-    reader = threading.Thread(target=read, daemon=True)
+    def ok(n, sent, wall, _metadata):
+        produced.append((wall, time.monotonic() - sent))
+        acked.add(n)
+
+    reader = threading.Thread(target=take, daemon=True)
     reader.start()
-    next_at = time.monotonic()
+    joined.wait(30)      # the group has its partitions: latencies from here are the records' own
+    stop = time.monotonic() + seconds
+    next_at, n = time.monotonic(), 0
     while time.monotonic() < stop:
         sent = time.monotonic()
-        future = producer.send(topic, value=b"x" * 200)
-        future.add_callback(lambda _, sent=sent: produced.append(time.monotonic() - sent))
+        future = producer.send(topic, value=f"{n:010d}".encode().ljust(200, b"x"))
+        future.add_callback(ok, n, sent, time.time())
         future.add_errback(lambda e: errors.append(type(e).__name__))
+        n += 1
         next_at += 1 / RATE_PER_S
         time.sleep(max(0.0, next_at - time.monotonic()))
     producer.flush(timeout=60)
+    flushed.set()
     reader.join()
     producer.close()
     consumer.close()
-    return {"produced": produced, "e2e": e2e, "errors": errors}
+    # what the topic holds now, read from the start with no group
+    check = KafkaConsumer(**login, enable_auto_commit=False)
+    parts = [TopicPartition(topic, p) for p in check.partitions_for_topic(topic)]
+    check.assign(parts)
+    check.seek_to_beginning()
+    ends, stored = check.end_offsets(parts), set()
+    while any(check.position(tp) < ends[tp] for tp in parts):
+        for records in check.poll(timeout_ms=1000).values():
+            stored.update(int(r.value[:10]) for r in records)
+    check.close()
+    return {"produced": produced, "e2e": e2e, "errors": errors, "acked": len(acked),
+            "lost": len(acked - stored), "unread": len(acked - read)}
+
+
+def run_away(servers: str, ns: str, password: str, seconds: float) -> dict:
+    """A student's runaway loop: create a topic, delete it, again, as fast as the brokers let it.
+    The controller mutation quota and the partition budget are what hold it."""
+    from kafka.admin import KafkaAdminClient
+
+    from cluster.accounts import Account
+
+    admin = KafkaAdminClient(bootstrap_servers=servers, **Account(ns, password).kafka_python())
+    done, refused, stop, i = 0, 0, time.monotonic() + seconds, 0
+    while time.monotonic() < stop:
+        name = f"{ns}.loop-{i}"
+        i += 1
+        try:
+            admin.create_topics({name: {"num_partitions": 4, "replication_factor": 3}})
+            admin.delete_topics([name])
+            done += 1
+        except Exception:   # noqa: BLE001 - throttled or refused: what holds the loop
+            refused += 1
+    admin.close()
+    return {"done": done, "refused": refused}
 
 
 def heap_after_gc_mb(pid: int) -> float:
@@ -173,40 +237,55 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
             t = time.perf_counter()
             made = make_students(c, students)
             setup_s = time.perf_counter() - t
-            partitions = students * FOOTPRINT["partitions"]
-            quiet = {n.id: heap_after_gc_mb(n.pid()) for n in c.nodes.values()}
+            partitions = students * FOOTPRINT_PARTITIONS
+            quiet = {n.id: heap_after_gc_mb(n.pid) for n in c.nodes.values()}
             wrong: list[int] = []
             grading = threading.Thread(target=lambda: wrong.append(grade_class(tmp, GRADED_LAB, expected, 3, env)))
             grading.start()
-            with ProcessPoolExecutor(active) as pool:
-                work = [pool.submit(act, c.bootstrap_servers(), ns, pw, seconds) for ns, pw in made[:active]]
+            with ProcessPoolExecutor(active + 1) as pool:
+                work = [pool.submit(act, c.bootstrap_servers, ns, pw, seconds) for ns, pw in made[:active]]
+                runaway = pool.submit(run_away, c.bootstrap_servers, *made[-1], seconds)
                 time.sleep(seconds / 2)
                 victim = max(c.nodes)
+                killed_at = time.time()
                 c.kill_broker(victim)
                 t = time.monotonic()
                 c.start_broker(victim)     # returns once the cluster lists it and students' logins work
                 back_s = time.monotonic() - t
                 done = [w.result() for w in work]
+                loop = runaway.result()
             grading.join()
             dead = sum(n.process() is None for n in c.nodes.values())
-            heap = [heap_after_gc_mb(n.pid()) for n in c.nodes.values() if n.pid()]
+            heap = [heap_after_gc_mb(n.pid) for n in c.nodes.values() if n.pid]
             rss = [n.rss_bytes() / 2**20 for n in c.nodes.values()]
-            files = [psutil.Process(n.pid()).num_fds() for n in c.nodes.values() if n.pid()]
-    produced = [x for d in done for x in d["produced"]]
+            files = [psutil.Process(n.pid).num_fds() for n in c.nodes.values() if n.pid]
+    # sends acknowledged before the kill: their whole trip with every broker up
+    quiet_sends = [latency for d in done for at, latency in d["produced"] if at + latency < killed_at]
+    produced = [latency for d in done for _, latency in d["produced"]]
     e2e = [x for d in done for x in d["e2e"]]
     errors = [x for d in done for x in d["errors"]]
     who = f"{students} students, {active} at work"
+    groups = students * GROUPS_LEFT
     return [
-        (f"{who}: partitions held (RF 3; each student {FOOTPRINT['partitions']})", [float(partitions)], "", None),
+        (f"{who}: partitions held (RF 3; {FOOTPRINT_PARTITIONS} each), {groups:,} groups left behind",
+         [float(partitions)], "", None),
         (f"{who}: logins, ACLs and topics made", [setup_s], "s", None),
         (f"{who}: broker heap after full GC, before the work", list(quiet.values()), "MB", None),
         (f"{who}: broker heap after full GC, after it", heap, "MB", 200.0),
         (f"{who}: broker resident memory", rss, "MB", None),
         (f"{who}: broker open files", [float(f) for f in files], "", None),
-        (f"{who}: p99 produce latency, acks=all ({len(produced):,} sends)", [percentile(produced, 0.99)], "s", 1.0),
-        (f"{who}: p50 produce latency, acks=all", [statistics.median(produced) if produced else float("nan")], "s", None),
-        (f"{who}: p99 produce to consumer", [percentile(e2e, 0.99)], "s", None),
-        (f"{who}: sends that failed", [float(len(errors))], "", 0.0),
+        (f"{who}: p99 produce latency, acks=all, every broker up ({len(quiet_sends):,} sends)",
+         [percentile(quiet_sends, 0.99)], "s", 1.0),
+        (f"{who}: p50 of the same", [percentile(quiet_sends, 0.5)], "s", None),
+        (f"{who}: p99 produce latency through the broker's kill and return ({len(produced):,} sends)",
+         [percentile(produced, 0.99)], "s", None),
+        (f"{who}: p99 produce to consumer, through the kill", [percentile(e2e, 0.99)], "s", None),
+        (f"{who}: sends that failed (the producers' retries did not carry them)", [float(len(errors))], "", None),
+        (f"{who}: acknowledged records lost, of {sum(d['acked'] for d in done):,}",
+         [float(sum(d["lost"] for d in done))], "", 0.0),
+        (f"{who}: acknowledged records their group never read", [float(sum(d["unread"] for d in done))], "", 0.0),
+        (f"{who}: a runaway student's topics created and deleted (refused or throttled: {loop['refused']})",
+         [float(loop["done"])], "", None),
         (f"{who}: a killed broker back (students' logins work)", [back_s], "s", 60.0),
         (f"{who}: brokers dead at the end", [float(dead)], "", 0.0),
         (f"{who}: {GRADED} {GRADED_LAB} grades beside it, different from the corpus's", [float(wrong[0] if wrong else GRADED)], "", 0.0),

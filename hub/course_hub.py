@@ -120,7 +120,7 @@ def size_cluster() -> str:
     if not plan.fits:
         raise HubError(plan.summary(), plan.advice())
     os.environ.setdefault("COURSE_BROKER_HEAP", f"{plan.heap_mb}m")
-    return f"{plan.summary()}; each broker's heap: {os.environ['COURSE_BROKER_HEAP']}."
+    return f"{plan.summary()}; each broker's heap: {env('COURSE_BROKER_HEAP')}."
 
 
 # --- what each role's server reads: a Jupyter config folder per role ----------------------------
