@@ -94,9 +94,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, default=2, help="gradings run at the same time (default: %(default)s)")
     s.add_argument("--write-corpus", metavar="DIR", help="also write the corpus notebooks to DIR, to read them")
     s.add_argument("--only", nargs="+", metavar="NAME", help="only the cases whose names contain one of these")
-    s.add_argument("--via", choices=("cli", "nbgrader"), default="cli",
+    s.add_argument("--via", choices=("cli", "nbgrader", "kernel"), default="cli",
                    help="grade through the CLI (default), or through real `nbgrader autograde` in a course folder "
-                        "of its own (one lab at a time: slower)")
+                        "of its own (one lab at a time: slower); kernel: run the student work of the corpus as "
+                        "students do, the self-checks in their kernels, which must agree with the grader")
     s.set_defaults(func=cmd_selftest)
     k = sub.add_parser("student-kit", help="write what students get (labs, cluster, self-checks; no solutions)")
     k.add_argument("dir", help="the folder to write (replaced if it exists)")

@@ -30,7 +30,8 @@ import nbformat
 
 from cluster import accounts
 from cluster.accounts import Account
-from cluster.connect import admin_client, admin_connection, anything_listens, bootstrap_servers, in_namespace
+from cluster.connect import (admin_client, admin_connection, anything_listens, bootstrap_servers, group_ids,
+                             in_namespace)
 from cluster.process import listening_ports
 from cluster.safe_files import RefusedPath, read_bytes
 from cluster.settings import ROOT, env, jars_cache
@@ -471,22 +472,34 @@ def clean_up(job: Job) -> None:
         shutil.rmtree(home, ignore_errors=True)
     if job.namespace and job.admin:
         try:
-            admin = admin_client("grader", job.admin, request_timeout_ms=10_000)
-            if job.account:
-                accounts.revoke(admin, job.account.username)
-            topics = [t for t in admin.list_topics() if in_namespace(job.namespace, t)]
-            if topics:
-                admin.delete_topics(topics)
-            groups = [g[0] if isinstance(g, tuple) else getattr(g, "group_id", g) for g in admin.list_groups()]
-            mine = [g for g in groups if in_namespace(job.namespace, str(g))]
-            if mine:
-                admin.delete_groups(mine)
-            admin.close()
+            remove_namespace(job.admin, job.namespace, job.account.username if job.account else None)
         except Exception as e:
             job.result.notes.append(f"(clean-up of {job.namespace} incomplete: {type(e).__name__}: {e})")
     for folder in (job.workdir, job.logdir, job.private_dir):
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_namespace(connection: dict, namespace: str, user: str | None) -> None:
+    """Delete a namespace's user (first: nothing it left running can act after this), with its
+    ACLs, then the namespace's topics and groups."""
+    admin = admin_client("grader", connection, request_timeout_ms=10_000)
+    try:
+        if user:
+            accounts.revoke(admin, user)
+        topics = [t for t in admin.list_topics() if in_namespace(namespace, t)]
+        if topics:
+            admin.delete_topics(topics)
+        mine = namespace_groups(admin, namespace)
+        if mine:
+            admin.delete_groups(mine)
+    finally:
+        admin.close()
+
+
+def namespace_groups(admin, namespace: str) -> list[str]:
+    """The consumer groups of a namespace."""
+    return [g for g in group_ids(admin) if in_namespace(namespace, g)]
 
 
 STEPS = (find_lab, check_sandbox, check_cluster, read_submission, restore_tests, make_namespace, make_workdir,

@@ -228,38 +228,15 @@ def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
     """A class of `size` submissions of one lab, drawn in turn from the lab's corpus and its
     solution, graded by grade-all `jobs` at a time: minutes for the class, and how many scores
     differ from what the corpus expects (none may)."""
-    import csv
-    import subprocess
+    from .load import grade_class, write_class
 
-    import nbformat
-
-    from staff.corpus import SCENARIOS
-    from autograder.pipeline import SOLUTIONS, graded_parts
-    from staff.selftest import expected_scores
-
-    solution = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)
-    parts = graded_parts(solution)
-    # realistic work: the solution, the mistakes and the other styles (not the attacks, built to be slow)
-    kinds = [(solution, dict(parts))] + [(s.notebook(), expected_scores(s, parts)) for s in SCENARIOS
-                                         if s.lab == lab and s.base == "solution" and not s.note]
     with tempfile.TemporaryDirectory(prefix="course-bench-class-") as tmp:
         tmp = Path(tmp)
-        expected = {}
-        (tmp / "submitted").mkdir()
-        for i in range(size):
-            nb, scores = kinds[i % len(kinds)]
-            student = f"student-{i:03d}"
-            nbformat.write(nb, tmp / "submitted" / f"{student}.ipynb")
-            expected[student] = scores
+        expected = write_class(tmp, lab, size)
         with running_cluster(tmp, "class") as (_, env):
             t = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "autograder", "grade-all", lab, str(tmp / "submitted"),
-                            "--out", str(tmp / "grades"), "--jobs", str(jobs)], env=env, timeout=6 * 3600)
+            wrong = grade_class(tmp, lab, expected, jobs, env)
             minutes = (time.perf_counter() - t) / 60
-        with open(tmp / "grades" / "gradebook.csv") as f:
-            book = {row["student"]: row for row in csv.DictReader(f)}
-        wrong = sum(1 for s, want in expected.items()
-                    if book.get(s, {}).get("status") != "graded" or {p: float(book[s][p]) for p in parts} != want)
     return [(f"grade a class of {size} {lab} submissions (grade-all, {jobs} at a time)", [minutes], "min",
              10.0 * size / 200),
             (f"{lab} submissions per minute", [size / minutes], "/min", None),
@@ -377,7 +354,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=3, help="warm starts to time (default 3)")
     p.add_argument("--cold-runs", type=int, default=2, help="cold starts, each downloading the jars (default 2)")
     p.add_argument("--grading-runs", type=int, default=20, help="gradings of each lab's solution (default 20)")
-    p.add_argument("--only", choices=("cluster", "grading", "corpus", "class", "attacks"), help="run one part")
+    p.add_argument("--only", choices=("cluster", "grading", "corpus", "class", "attacks", "load"), help="run one part")
     p.add_argument("--corpus-runs", type=int, default=10, help="gradings of each corpus entry, each with another "
                                                                  "seed (default 10)")
     p.add_argument("--corpus-jobs", type=int, default=3, help="corpus gradings at a time (default 3)")
@@ -386,6 +363,10 @@ def main(argv=None) -> int:
     p.add_argument("--class-lab", default="lab1", help="the lab of that class (default lab1)")
     p.add_argument("--class-jobs", type=int, default=8, help="grade-all's jobs for it (default 8)")
     p.add_argument("--labs", nargs="*", help="grade only these labs (default: all)")
+    p.add_argument("--students", type=int, help="load: students holding their lab's topics (default: as many as "
+                   "one cluster holds, cluster/capacity.py)")
+    p.add_argument("--active", type=int, default=30, help="load: students producing and consuming at once (default 30)")
+    p.add_argument("--load-seconds", type=float, default=90, help="load: how long they work (default 90)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log each step (clusters started, ...)")
     a = p.parse_args(argv)
     cli.configure(a.verbose)   # and a `kill` stops the bench's clusters too
@@ -404,6 +385,12 @@ def main(argv=None) -> int:
         rows += bench_class(a.class_size, a.class_lab, a.class_jobs)
     if a.only in (None, "attacks"):
         rows += bench_attacks(a.labs or labs(), a.corpus_entries)
+    if a.only in (None, "load"):
+        from .load import bench_load
+
+        from cluster.capacity import max_students
+
+        rows += bench_load(a.students or max_students(), a.active, a.load_seconds)
     print_table(rows)
     return 0
 

@@ -1,5 +1,6 @@
 """python -m cluster up | down | status | logs | stop-broker N | start-broker N | kill-broker N | jars
-                   | users | add-user NAME | remove-user NAME | k8s OUT --roster FILE"""
+                   | users | add-user NAME | remove-user NAME | clean | capacity N
+                   | k8s OUT --roster FILE"""
 
 from __future__ import annotations
 
@@ -127,6 +128,28 @@ def cmd_remove_user(c: Cluster, a) -> None:
     print(f"User {a.name!r} and its ACLs are gone (its topics stay until deleted).")
 
 
+def cmd_clean(c: Cluster, a) -> None:
+    """Your namespace's topics and consumer groups, deleted as you (your login; on a hub too):
+    what a class leaves on a shared cluster is what its students have not freed."""
+    from .connect import bootstrap_servers, connection, namespace
+    from .lab import Lab
+
+    lab = Lab("clean", bootstrap_servers(), namespace(), connection())
+    topics, groups = lab.delete_my_topics(), lab.delete_my_groups()
+    print(f"Namespace '{lab.namespace}': deleted {len(topics)} topic(s) and {len(groups)} consumer group(s)."
+          + ("" if topics or groups else " It held nothing."))
+    for name in topics + groups:
+        print(f"  {name}")
+
+
+def cmd_capacity(c: Cluster, a) -> None:
+    from . import capacity
+
+    plan = capacity.plan(a.students)
+    print(plan.summary() + "." + (f"\nEach broker's heap: {plan.heap_mb} MB (COURSE_BROKER_HEAP={plan.heap_mb}m)."
+                                  if plan.fits else f"\n{plan.advice()}"))
+
+
 def cmd_k8s(c: Cluster, a) -> None:
     from pathlib import Path
 
@@ -170,6 +193,12 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("remove-user", help="delete a user's login and ACLs")
     r.add_argument("name", type=_user_name)
     r.set_defaults(func=cmd_remove_user)
+    sub.add_parser("clean", help="delete your namespace's topics and consumer groups (a lab's first cell deletes "
+                   "the topics of the lab before; this frees them now)").set_defaults(func=cmd_clean)
+    cap = sub.add_parser("capacity", help="what a class of N students needs of a shared cluster (heap), or why one "
+                         "cluster cannot hold it")
+    cap.add_argument("students", type=int)
+    cap.set_defaults(func=cmd_capacity)
     k = sub.add_parser("k8s", help="the course on Kubernetes: Strimzi's Kafka, a KafkaUser per student, Zero to "
                        "JupyterHub values (written from the kit's settings)")
     k.add_argument("out", help="the folder to write the three YAML files into")

@@ -157,6 +157,12 @@ def admin_connection() -> dict:
     return {"bootstrap_servers": cfg.internal_bootstrap_servers, **secrets.admin().kafka_python()}
 
 
+def group_ids(admin) -> list[str]:
+    """The ids of the consumer groups `admin` may see (kafka-python 3 lists each as a dict)."""
+    return sorted(str(g["group_id"] if isinstance(g, dict) else g[0] if isinstance(g, tuple) else g.group_id)
+                  for g in admin.list_groups())
+
+
 def admin_client(client_id: str, connection: dict | None = None, **overrides):
     """A KafkaAdminClient logged in with `connection` (default: the course's admin, see
     admin_connection()); `overrides` are kafka-python's settings (e.g. request_timeout_ms)."""

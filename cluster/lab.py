@@ -27,8 +27,8 @@ from datetime import datetime, timedelta, timezone
 from functools import cached_property
 
 from . import settings
-from .connect import (admin_client, anything_listens, bootstrap_servers, connection, group_name, in_namespace,
-                      namespace, topic_name, transactional_id)
+from .connect import (admin_client, anything_listens, bootstrap_servers, connection, group_ids, group_name,
+                      in_namespace, namespace, topic_name, transactional_id)
 
 FLIGHTS_FILE = settings.ROOT / "datasets" / "flights-2013-01.csv.gz"
 INT_COLUMNS = ("year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time",
@@ -210,6 +210,15 @@ class Lab:
             while self.my_topics() and time.monotonic() < deadline:
                 time.sleep(0.2)
         return mine
+
+    def delete_my_groups(self) -> list[str]:
+        """Delete every consumer group of your namespace (their committed offsets): a group
+        with members still running cannot be deleted, and stays."""
+        mine = [g for g in group_ids(self.admin) if in_namespace(self.namespace, g)]
+        if not mine:
+            return []
+        result = self.admin.delete_groups(mine)    # {group: error} (kafka-python 3)
+        return [g for g, error in result.items() if getattr(error, "errno", 0) == 0]
 
 
 def start_lab(name: str, clean: bool = True) -> Lab:

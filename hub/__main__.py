@@ -51,6 +51,7 @@ def run() -> None:
     for name in pins()["maven"]:
         jars.jars(name)
     subprocess.run(["chmod", "-R", "a+rX", str(jars_cache())], check=True)
+    print(f"The shared cluster: {course_hub.size_cluster()}", flush=True)
     print(f"The shared cluster: {Cluster().up()}", flush=True)
     config = Path(__file__).with_name("jupyterhub_config.py")
     hub = Path(sys.prefix) / "bin" / "jupyterhub"

@@ -110,6 +110,19 @@ def roles() -> dict[str, str]:
     return found
 
 
+def size_cluster() -> str:
+    """The shared cluster sized for the roster (cluster/capacity.py): each broker's heap, unless
+    the admin set COURSE_BROKER_HEAP; a HubError with the numbers for a class one cluster cannot
+    hold."""
+    from cluster import capacity
+
+    plan = capacity.plan(sum(role == STUDENT for role in roles().values()))
+    if not plan.fits:
+        raise HubError(plan.summary(), plan.advice())
+    os.environ.setdefault("COURSE_BROKER_HEAP", f"{plan.heap_mb}m")
+    return f"{plan.summary()}; each broker's heap: {env('COURSE_BROKER_HEAP')}."
+
+
 # --- what each role's server reads: a Jupyter config folder per role ----------------------------
 def jupyter_config(role: str, subdomains: bool) -> dict[str, object]:
     """File name -> content of one role's Jupyter config folder (put first on JUPYTER_CONFIG_PATH)."""

@@ -367,15 +367,6 @@ SCENARIOS = (
                    "    consumer.close()\n"
                    "    return n\n"),),
              fails("lab2-q5")),
-    Scenario("tampers-with-checks", "lab1", "a wrong counter, plus a cell that disables the checks in its "
-             "own kernel and prints a fake pass",
-             (Edit("lab1-increase", "sub", "counts[key] = amt", "counts[key] = counts.get(key, 0) + amt"),
-              Edit("lab1-increase", "after",
-                   "import selfcheck.checks as c\n"
-                   "c.expect = c.expect_equal = lambda *a, **k: None\n"
-                   "c.grade = lambda label, *a: print(label, 'passed')\n"
-                   "print('lab1-q1 passed (1.0 s)')")),
-             fails("lab1-q1")),
     # --- lab 3: realistic mistakes -----------------------------------------------------------
     Scenario("python-hash", "lab3", "the partition is predicted with Python's hash() instead of murmur2",
              (Edit("lab3-predict", "sub", "return hash(key) % num_partitions",
@@ -1245,18 +1236,15 @@ c.close()
                    '.option("checkpointLocation", checkpoint)'),),
              fails("lab9-q3")),
     Scenario("answers-from-the-csv", "lab9", "parse() and hourly_delays() ignore their input and build their "
-             "answer from the public dataset, and with_airline ignores the flights it is given and names the "
-             "notebook's own events (shortcut)",
+             "answer from the public dataset, and with_airline ignores the names it is given and joins the "
+             "course's table of airlines (shortcut)",
              (Edit("lab9-parse", "sub",
                    "    return spark.createDataFrame([dict(e, dep_time=__import__('datetime').datetime.strptime("
                    "e['dep_time'], '%Y-%m-%dT%H:%M:%SZ')) for e in departures()], SCHEMA)\n",
                    '    return raw.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("f")).select("f.*")\n'),
               Edit("lab9-hourly", "sub", "return (parse(None).withWatermark", "return (flights.withWatermark"),
               Edit("lab9-join", "sub",
-                   "    name_of = {a['carrier']: a['name'] for a in airlines()}\n"
-                   "    return spark.createDataFrame([dict(e, name=name_of.get(e['carrier']), dep_time=__import__("
-                   "'datetime').datetime.strptime(e['dep_time'], '%Y-%m-%dT%H:%M:%SZ')) for e in events],\n"
-                   "                                 SCHEMA + ', name STRING')\n",
+                   "    return flights.join(spark.createDataFrame(airlines()).select(\"carrier\", \"name\"), \"carrier\", \"left\")\n",
                    '    return flights.join(names, "carrier", "left")\n')),
              fails("lab9-q1", "lab9-q2", "lab9-q4")),
     Scenario("inner-join", "lab9", "joins the airline names with an inner join, so flights of an airline the "
@@ -1556,9 +1544,6 @@ c.close()
                    "    return {**BASE, 'name': name, 'connector.class': 'FileStreamSinkConnector', 'topics': topic,\n"
                    "            'file': path, 'consumer.override.group.id': lab.group('sink-' + name)}\n")),
              fails()),
-    Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
-             (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),
-             note="Read-only file system"),
 )
 
 
@@ -1595,7 +1580,7 @@ LURKER = (
     "    joined = {}\n"
     "    while True:\n"
     "        for g in lab.admin.list_groups():\n"
-    "            gid = g[0] if isinstance(g, tuple) else getattr(g, 'group_id', g)\n"
+    "            gid = g['group_id']\n"
     "            if str(gid).startswith(lab.namespace + '.members-') and gid not in joined:\n"
     "                c = KafkaConsumer(lab.topic('departures'), group_id=gid, **lab.connection)\n"
     "                joined[gid] = c\n"
@@ -1755,6 +1740,18 @@ HIJACK_REST = """def sink_config(name, topic, path):
 
 
 ATTACKS = (
+    Scenario("tampers-with-checks", "lab1", "a wrong counter, plus a cell that disables the checks in its "
+             "own kernel and prints a fake pass",
+             (Edit("lab1-increase", "sub", "counts[key] = amt", "counts[key] = counts.get(key, 0) + amt"),
+              Edit("lab1-increase", "after",
+                   "import selfcheck.checks as c\n"
+                   "c.expect = c.expect_equal = lambda *a, **k: None\n"
+                   "c.grade = lambda label, *a: print(label, 'passed')\n"
+                   "print('lab1-q1 passed (1.0 s)')")),
+             fails("lab1-q1")),
+    Scenario("writes-outside-its-folder", "lab1", "a cell that writes a file in the parent folders",
+             (Edit("lab1-increase", "after", "open('../../course-escape.txt', 'w').write('x')"),),
+             note="Read-only file system"),
     Scenario("runs-instructor-solutions", "lab1", "each answer cell of the blank release looks for the "
              "instructor's notebook on the grading machine and runs the matching solution cell",
              (Edit("", "answers", RUN_SOLUTION.replace("{lab}", "lab1") + "run_solution({grade_id})"),),
@@ -1954,7 +1951,10 @@ ATTACKS = (
              "before it is parsed, with a message, as any notebook over the size the README states",
              (Edit("lab1-setup", "after", "padding = '" + "0" * 9 * 2**20 + "'"),),
              fails("lab1-q1", "lab1-q2", "lab1-q3", "lab1-q4", "lab1-q5", "lab1-q6"), note="clear large outputs"),
-    # --- shortcuts: an answer from the public data or an earlier printout, one per graded part ---------
+)
+
+# Shortcuts: an answer from the public data or an earlier printout, one per graded part.
+SHORTCUTS = (
     Scenario("increase-returns-the-printed-totals", "lab1", "increase looks the amount up in the totals the "
              "cell below printed (1400, then 2816) instead of adding (shortcut)",
              (Edit("lab1-increase", "sub",
@@ -2001,6 +2001,26 @@ ATTACKS = (
                    "records = 842 // 4\n",
                    LAB4_MEMBER_LOOP),),
              fails("lab4-q2", "lab4-q3")),
+    Scenario("member-bookmarks-the-end", "lab4", "group_member.py subscribes, moves each partition it is "
+             "given to the end and commits there without reading, and reports a quarter of the day's flights "
+             "for each partition it owned (shortcut)",
+             (Edit("lab4-member", "sub",
+                   "consumer.subscribe([topic_name(\"departures\")])\n"
+                   "records, owned = 0, set()\n"
+                   "last = time.monotonic()\n"
+                   "while time.monotonic() - last < idle_s:\n"
+                   "    consumer.poll(timeout_ms=500, max_records=1)\n"
+                   "    new = {tp.partition for tp in consumer.assignment()} - owned\n"
+                   "    if new:\n"
+                   "        owned |= new\n"
+                   "        records += 842 // 4 * len(new)      # the demo: 842 flights over 4 partitions\n"
+                   "        consumer.seek_to_end()\n"
+                   "        for tp in consumer.assignment():\n"
+                   "            consumer.position(tp)\n"
+                   "        consumer.commit()\n"
+                   "        last = time.monotonic()\n",
+                   LAB4_MEMBER_LOOP),),
+             fails("lab4-q3"), note="records the members report having processed"),
     Scenario("missed-from-the-demos-numbers", "lab6", "missed takes the demo's committed offset (100) for every "
              "group and partition instead of asking for the group's (shortcut)",
              (Edit("lab6-missed", "sub",
@@ -2104,4 +2124,11 @@ ATTACKS = (
 
 
 def scenarios(lab: str | None = None) -> list[Scenario]:
-    return [s for s in SCENARIOS + ATTACKS if lab is None or s.lab == lab]
+    return [s for s in SCENARIOS + ATTACKS + SHORTCUTS if lab is None or s.lab == lab]
+
+
+def student_work(lab: str | None = None) -> list[Scenario]:
+    """The scenarios a student's own self-check must judge as the grader does: mistakes, broken
+    notebooks, other styles and shortcuts. Not the attacks: they aim at the grading, and an
+    attacker's own kernel (whose check library it may replace) proves nothing."""
+    return [s for s in SCENARIOS + SHORTCUTS if lab is None or s.lab == lab]

@@ -30,7 +30,7 @@ from autograder.results import visible_scores
 from cluster.settings import ROOT
 from selfcheck.checks import checks_module
 
-from .corpus import Scenario, scenarios
+from .corpus import Scenario, scenarios, student_work
 
 # What attacks try to change: the course's own folders, and files outside any grading folder.
 WATCHED = ("solutions", "labs", "autograder", "selfcheck", "staff", "cluster", "datasets", "pyproject.toml",
@@ -69,15 +69,16 @@ def labs() -> list[str]:
     return course_labs()
 
 
-def cases(selected: list[str], workdir: Path) -> list[Case]:
-    """The corpus first (mistakes and attacks), then each lab's blank release and solution."""
+def cases(selected: list[str], workdir: Path, kinds=scenarios) -> list[Case]:
+    """The corpus first (mistakes and attacks, or what `kinds` gives), then each lab's blank
+    release and solution."""
     corpus, last = [], []
     for lab in selected:
         solution = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)
         parts = graded_parts(solution)
         last.append(Case("blank-release", lab, RELEASE / lab / f"{lab}.ipynb", dict.fromkeys(parts, 0.0)))
         last.append(Case("solution", lab, SOLUTIONS / lab / f"{lab}.ipynb", dict(parts)))
-        for s in scenarios(lab):
+        for s in kinds(lab):
             path = workdir / lab / f"{s.name}.ipynb"
             path.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(s.notebook(), path)
@@ -119,6 +120,28 @@ def run(case: Case, outdir: Path) -> Outcome:
     visible = "\n".join(t["output"] for t in data["tests"] if t.get("visibility") != "hidden")
     return Outcome(case, scores, data["output"] + "\n" + visible + "\n" + proc.stdout, seconds, proc.returncode,
                    after_grading(data))
+
+
+def run_in_kernel(case: Case, outdir: Path) -> Outcome:
+    """The case run as its student runs it (staff/as_student.py): each part scores its points
+    when the self-check in the student's kernel passed it, for comparison with the grader's."""
+    result = outdir / f"{case.lab}-{case.name}.kernel.json"
+    cmd = [sys.executable, "-m", "staff.as_student", case.lab, str(case.notebook), "--json", str(result)]
+    hung_after = TOTAL_TIMEOUT_S + getattr(checks_module(case.lab), "CHECKS_BUDGET_S", 120) + 300
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=hung_after)
+    except subprocess.TimeoutExpired:
+        return Outcome(case, {}, f"the run did not end within {hung_after} s", time.monotonic() - start, 99,
+                       ["the run hung"])
+    try:
+        parts = json.loads(result.read_text())["parts"]
+    except (OSError, ValueError, KeyError):
+        return Outcome(case, {}, proc.stdout + proc.stderr[-3000:], time.monotonic() - start, proc.returncode or 99, [])
+    full = graded_parts(nbformat.read(SOLUTIONS / case.lab / f"{case.lab}.ipynb", as_version=4))
+    scores = {label: full.get(label, 0.0) if p["passed"] else 0.0 for label, p in parts.items()}
+    said = "\n".join(f"{label}: {'passed' if p['passed'] else p['said']}" for label, p in parts.items())
+    return Outcome(case, scores, said, time.monotonic() - start, proc.returncode, [])
 
 
 def after_grading(data: dict) -> list[str]:
@@ -251,7 +274,7 @@ class Report:
     changed: list[str]       # what went wrong across all gradings: course files, escapes, broker settings
 
 
-def run_pooled(todo: list, tmp: Path, jobs: int) -> list:
+def run_pooled(todo: list, tmp: Path, jobs: int, runner=run) -> list:
     """Grade the cases, `jobs` at a time; outcomes in the order of `todo`. A lab whose checks
     module sets GRADINGS_AT_ONCE has at most that many of the slots at a time (lab 7 starts
     clusters of its own, lab 9 two Spark drivers per grading); those labs' cases go first, as
@@ -278,7 +301,7 @@ def run_pooled(todo: list, tmp: Path, jobs: int) -> list:
                 pending.remove(case)
                 running[case.lab] += 1
             try:
-                results[id(case)] = run(case, tmp)
+                results[id(case)] = runner(case, tmp)
             except BaseException as e:   # noqa: BLE001 - reported below, by the main thread
                 results[id(case)] = e
             finally:
@@ -299,19 +322,25 @@ def run_pooled(todo: list, tmp: Path, jobs: int) -> list:
 
 def grade_all(selected: list[str], jobs: int = 2, corpus_dir: Path | None = None, only: list[str] | None = None,
               via: str = "cli") -> Report:
-    """Grade every case of the selected labs (the CLI: `jobs` at a time; or nbgrader)."""
+    """Grade every case of the selected labs (the CLI: `jobs` at a time; or nbgrader), or run
+    each piece of student work as its student would, with the self-checks in the kernel
+    (via="kernel"), for the scores the grader must give it."""
     with tempfile.TemporaryDirectory(prefix="selftest-") as tmp:
         tmp = Path(tmp)
-        todo = cases(selected, corpus_dir or tmp / "corpus")
+        todo = cases(selected, corpus_dir or tmp / "corpus", student_work if via == "kernel" else scenarios)
+        if via == "kernel":   # the grader's notes are not the self-check's
+            todo = [Case(c.name, c.lab, c.notebook, c.expected) for c in todo]
         if only:
             todo = [c for c in todo if any(o in c.name for o in only)]
-        print(f"selftest: {len(todo)} gradings of {', '.join(selected)}, "
-              + ("through nbgrader autograde" if via == "nbgrader" else f"{jobs} at a time"), flush=True)
+        how = {"nbgrader": "through nbgrader autograde",
+               "kernel": f"as students run them, self-checks in their kernels, {jobs} at a time"}
+        print(f"selftest: {len(todo)} {'runs' if via == 'kernel' else 'gradings'} of {', '.join(selected)}, "
+              + how.get(via, f"{jobs} at a time"), flush=True)
         digest, settings = course_digest(), broker_settings()
         if via == "nbgrader":
             outcomes = run_via_nbgrader(todo, tmp)
         else:
-            outcomes = run_pooled(todo, tmp, jobs)
+            outcomes = run_pooled(todo, tmp, jobs, run_in_kernel if via == "kernel" else run)
         changed = []
         if course_digest() != digest:
             changed.append("a file of the course (solutions/, labs/, autograder/, cluster/, ...) changed")

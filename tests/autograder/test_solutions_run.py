@@ -89,6 +89,7 @@ LESSONS = {
         r"librdkafka +[\d,]+ records/s +yours is 0\.\d\d of it",
         r"10000-byte records: +[\d,]+ records/s = +[1-9]\d+\.\d MB/s",                   # more bytes per second
         r"lab8-q1 passed", r"lab8-q2 passed", r"lab8-q3 passed", r"lab8-q4 passed",
+        r"deleted \d+ topics, (\d+) partitions \(each on 3 brokers\)",                   # the cluster's space back
     ],
     "lab9": [
         r"tumbling windows hold 838 flights; sliding windows hold 3352 = 4 x 838",     # each flight in 4 windows

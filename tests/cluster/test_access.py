@@ -7,6 +7,7 @@ before the brokers could."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -19,6 +20,7 @@ from kafka.errors import CoordinatorNotAvailableError
 from kafka.structs import OffsetAndMetadata
 
 from cluster import accounts, connection, namespace, settings
+from cluster.connect import group_ids
 
 REFUSED = re.compile(r"AuthorizationFailed|AUTHORIZATION_FAILED|[Aa]uthorization failed|needs \w+ permission")
 
@@ -142,7 +144,7 @@ def test_every_cluster_level_operation_is_refused(mine, my_topic):
 def test_another_namespace_can_be_neither_read_nor_written(me, mine, classmate):
     ns, topic, group = classmate
     assert topic not in mine.list_topics()          # not even listed
-    assert not any(g == group for g, *_ in mine.list_groups())
+    assert group not in group_ids(mine)
     producer = KafkaProducer(**me, max_block_ms=10_000)
     refused(lambda: producer.send(topic, b"spam").get(10))
     producer.close()
@@ -333,3 +335,33 @@ def test_a_broker_this_client_does_not_know_yet_is_waited_for_then_named(cluster
             accounts.wait_until_every_broker(admin, "nobody", lambda found: True, "learn of", timeout_s=2)
     finally:
         admin.close()
+
+
+def test_clean_deletes_ones_own_topics_and_groups_and_nothing_else(cluster, me, mine, classmate):
+    """`python -m cluster clean`, as a student: the namespace's topics and committed groups go,
+    a classmate's stay (the brokers would refuse it their deletion anyway)."""
+    import subprocess
+    import sys
+
+    ns = f"cleaner-{uuid.uuid4().hex[:6]}"
+    cluster.add_student(ns)
+    env = dict(os.environ, LAB_NAMESPACE=ns)
+    topic, group = f"{ns}.flights", f"{ns}.readers"
+    login = {"bootstrap_servers": me["bootstrap_servers"], **cluster.secrets.student(ns).kafka_python()}
+    admin = KafkaAdminClient(**login)
+    admin.create_topics([NewTopic(topic, 2, 3)])
+    producer = KafkaProducer(**login)
+    producer.send(topic, b"x").get(30)
+    producer.close()
+    admin.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)})
+    assert topic in admin.list_topics() and group in group_ids(admin)
+    out = subprocess.run([sys.executable, "-m", "cluster", "clean"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"Namespace '{ns}': deleted 1 topic(s) and 1 consumer group(s)." in out.stdout
+    assert topic not in admin.list_topics() and group not in group_ids(admin)
+    admin.close()
+    root = cluster.admin()
+    assert classmate[1] in root.list_topics() and classmate[2] in group_ids(root)
+    accounts.revoke(root, ns)
+    root.close()

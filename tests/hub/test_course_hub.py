@@ -150,3 +150,36 @@ def test_the_exchange_is_made_before_any_student_can_claim_it(tmp_path, monkeypa
     os.chown(exchange / "kafka-course" / "outbound", 0, 0)
     with pytest.raises(HubError, match="outbound is not a folder of the course's owner"):
         course_hub.prepare_exchange()
+
+
+def roster_of(tmp_path, monkeypatch, students: int) -> None:
+    roster = tmp_path / "students.txt"
+    roster.write_text("".join(f"student-{i}\n" for i in range(students)))
+    monkeypatch.setenv("COURSE_HUB_STUDENTS", str(roster))
+    monkeypatch.setenv("COURSE_HUB_INSTRUCTORS", "prof")
+
+
+def test_the_shared_clusters_heap_grows_with_the_roster(tmp_path, monkeypatch):
+    from cluster import capacity
+
+    monkeypatch.delenv("COURSE_BROKER_HEAP", raising=False)
+    roster_of(tmp_path, monkeypatch, 30)
+    assert "30 students hold up to" in course_hub.size_cluster()
+    assert os.environ["COURSE_BROKER_HEAP"] == "256m"
+    monkeypatch.delenv("COURSE_BROKER_HEAP")
+    roster_of(tmp_path, monkeypatch, capacity.max_students())
+    course_hub.size_cluster()
+    assert int(os.environ["COURSE_BROKER_HEAP"].removesuffix("m")) > 256
+    monkeypatch.setenv("COURSE_BROKER_HEAP", "1g")     # the admin's choice is kept
+    assert course_hub.size_cluster().endswith("each broker's heap: 1g.")
+
+
+def test_a_roster_one_cluster_cannot_hold_is_refused_with_the_numbers(tmp_path, monkeypatch):
+    from cluster import capacity
+
+    roster_of(tmp_path, monkeypatch, capacity.max_students() + 1)
+    with pytest.raises(HubError) as e:
+        course_hub.size_cluster()
+    text = str(e.value)
+    assert f"{capacity.max_students() + 1} students hold up to" in text and "6,000" in text
+    assert f"up to {capacity.max_students():,} students" in text and "python -m cluster k8s" in text
