@@ -2001,26 +2001,6 @@ SHORTCUTS = (
                    "records = 842 // 4\n",
                    LAB4_MEMBER_LOOP),),
              fails("lab4-q2", "lab4-q3")),
-    Scenario("member-bookmarks-the-end", "lab4", "group_member.py subscribes, moves each partition it is "
-             "given to the end and commits there without reading, and reports a quarter of the day's flights "
-             "for each partition it owned (shortcut)",
-             (Edit("lab4-member", "sub",
-                   "consumer.subscribe([topic_name(\"departures\")])\n"
-                   "records, owned = 0, set()\n"
-                   "last = time.monotonic()\n"
-                   "while time.monotonic() - last < idle_s:\n"
-                   "    consumer.poll(timeout_ms=500, max_records=1)\n"
-                   "    new = {tp.partition for tp in consumer.assignment()} - owned\n"
-                   "    if new:\n"
-                   "        owned |= new\n"
-                   "        records += 842 // 4 * len(new)      # the demo: 842 flights over 4 partitions\n"
-                   "        consumer.seek_to_end()\n"
-                   "        for tp in consumer.assignment():\n"
-                   "            consumer.position(tp)\n"
-                   "        consumer.commit()\n"
-                   "        last = time.monotonic()\n",
-                   LAB4_MEMBER_LOOP),),
-             fails("lab4-q3"), note="records the members report having processed"),
     Scenario("missed-from-the-demos-numbers", "lab6", "missed takes the demo's committed offset (100) for every "
              "group and partition instead of asking for the group's (shortcut)",
              (Edit("lab6-missed", "sub",
