@@ -331,13 +331,7 @@ def make_workdir(job: Job) -> None:
     # sandbox's user may pass through (the user method) but not make or list anything here.
     job.private_dir = Path(tempfile.mkdtemp(prefix=f"grade-{job.lab}-private-"))
     job.private_dir.chmod(0o711)
-    release = RELEASE / job.lab
-    copied = []
-    for item in release.iterdir() if release.exists() else []:
-        if item.suffix != ".ipynb" and item.name != ".ipynb_checkpoints":
-            (shutil.copytree if item.is_dir() else shutil.copy)(item, job.workdir / item.name)
-            copied.append(job.workdir / item.name)
-    job.release_files = tuple(copied)   # read-only inside the sandbox
+    job.release_files = tuple(copy_release(job.lab, job.workdir))   # read-only inside the sandbox
     for sub in (".home", ".tmp"):
         (job.workdir / sub).mkdir()   # grader-only: a fresh folder, before any student code ran
     if job.uid is not None:
@@ -478,6 +472,16 @@ def clean_up(job: Job) -> None:
     for folder in (job.workdir, job.logdir, job.private_dir):
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def copy_release(lab: str, folder: Path) -> list[Path]:
+    """The lab's release files beside its notebook (scripts, data), copied into `folder`."""
+    release, copied = RELEASE / lab, []
+    for item in release.iterdir() if release.exists() else []:
+        if item.suffix != ".ipynb" and item.name != ".ipynb_checkpoints":
+            (shutil.copytree if item.is_dir() else shutil.copy)(item, folder / item.name)
+            copied.append(folder / item.name)
+    return copied
 
 
 def remove_namespace(connection: dict, namespace: str, user: str | None) -> None:

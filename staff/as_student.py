@@ -30,7 +30,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
 from autograder.kernel import CELL_TIMEOUT_S, DEMO_TAG
-from autograder.pipeline import RELEASE, namespace_groups, remove_namespace, test_label
+from autograder.pipeline import copy_release, namespace_groups, remove_namespace, test_label
 from cluster import accounts
 from cluster.accounts import Account
 from cluster.connect import admin_client, admin_connection
@@ -78,9 +78,7 @@ def run(lab: str, notebook: Path, demos: bool = False) -> dict:
     finally:
         admin.close()
     folder = Path(tempfile.mkdtemp(prefix=f"as-student-{lab}-"))
-    for item in (RELEASE / lab).iterdir():
-        if item.suffix != ".ipynb" and item.name != ".ipynb_checkpoints":
-            (shutil.copytree if item.is_dir() else shutil.copy)(item, folder / item.name)
+    copy_release(lab, folder)
     env = {k: v for k, v in os.environ.items() if k != "COURSE_OWN_CLUSTER"}
     env.update(LAB_NAMESPACE=namespace, KAFKA_USERNAME=account.username, KAFKA_PASSWORD=account.password,
                COURSE_OWN_CLUSTER_HOME=str(folder / ".own-cluster"))   # lab 7: a cluster of this run's own
