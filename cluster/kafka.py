@@ -413,7 +413,8 @@ class Cluster:
                 try:
                     self.set_up_access()
                     repaired = True
-                except KafkaError as e:   # asked of a broker still starting (seen under a class's load): later
+                except (KafkaError, RuntimeError) as e:   # a broker still reopening thousands of logs (a
+                    # class's cluster): it cannot learn the rights yet; try again later
                     logger.info("writing the users again failed (%s); trying again", e)
                     start = time.monotonic()
             time.sleep(POLL_S)
