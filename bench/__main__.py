@@ -22,14 +22,15 @@ from cluster import Cluster, cli, settings
 BENCH_PORT_BASE = settings.BENCH_PORT_BASE
 
 
-def fresh_cluster(tmp: Path, name: str) -> Cluster:
-    return Cluster(settings.Settings(home=tmp / name, port_base=BENCH_PORT_BASE))
+def fresh_cluster(tmp: Path, name: str, heap: str | None = None) -> Cluster:
+    return Cluster(settings.Settings(home=tmp / name, port_base=BENCH_PORT_BASE, heap=heap or settings.BROKER_HEAP))
 
 
 @contextmanager
-def running_cluster(tmp: Path, name: str):
-    """A fresh bench cluster, up, and the environment that points the CLIs at it; wiped after."""
-    with removed_after(fresh_cluster(tmp, name)) as c:
+def running_cluster(tmp: Path, name: str, heap: str | None = None):
+    """A fresh bench cluster, up, and the environment that points the CLIs at it; wiped after.
+    heap: each broker's (the kit's default if None)."""
+    with removed_after(fresh_cluster(tmp, name, heap)) as c:
         c.up(echo=lambda *_: None)
         yield c, bench_env(c)
 

@@ -397,6 +397,8 @@ class Cluster:
         accepts SCRAM logins again (seen for 10 s and more after a SIGKILL). Wait until the
         course's probe user logs in on its EXTERNAL listener; if that takes long, write the
         users' passwords again (the brokers then learn them afresh) and keep waiting."""
+        from kafka.errors import KafkaError
+
         probe = self.secrets.student(PROBE_USER)
         if probe is None:
             return
@@ -408,8 +410,13 @@ class Cluster:
                                    log_tail=node.log_tail(20), hint="Restart it: `python -m cluster stop-broker "
                                    f"{node.id}` then `start-broker {node.id}`.")
             if not repaired and time.monotonic() - start > 15:
-                self.set_up_access()
-                repaired = True
+                try:
+                    self.set_up_access()
+                    repaired = True
+                except (KafkaError, RuntimeError) as e:   # a broker still reopening thousands of logs (a
+                    # class's cluster): it cannot learn the rights yet; try again later
+                    logger.info("writing the users again failed (%s); trying again", e)
+                    start = time.monotonic()
             time.sleep(POLL_S)
 
     def _logs_in(self, node: Node, account: Account) -> bool:

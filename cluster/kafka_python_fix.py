@@ -1,5 +1,6 @@
-"""Two fixes for kafka-python 3.0.12, applied when `cluster` is imported: a race in group
-membership, and an admin client that keeps asking a controller that is gone.
+"""Three fixes for kafka-python 3.0.12, applied when `cluster` is imported: a race in group
+membership, an admin client that keeps asking a controller that is gone, and a consumer whose
+poll() raises when a broker dies.
 
 ## 1. Group membership
 
@@ -30,6 +31,17 @@ and never asks again: every later creation fails until the client is closed. Lab
 brokers; so does a class's broker that crashes during grading. The fix forgets the controller
 and asks once more when it cannot be reached.
 
+## 3. A consumer's poll() while a broker is down
+
+When the broker that coordinates a consumer's group dies, the consumer looks for the new
+coordinator; told "not available yet", it refreshes its metadata first, and that refresh may be
+sent to the dead broker. The refused connection is a retriable error, which the lookup's own
+loop would retry, but it escapes from the metadata wait instead and `poll()` raises
+`KafkaConnectionError: 111 ECONNREFUSED`. A student's consumer loop dies although two brokers
+still serve its group (seen in `make bench`'s class load run: many of 30 consumers, at one
+broker's SIGKILL). The fix lets that poll return what it has, as a poll that found no
+coordinator within its timeout does; the next poll looks again.
+
 Only the pinned version is patched: a new kafka-python is checked again before its pin moves.
 """
 
@@ -59,6 +71,7 @@ def apply() -> bool:
     need_rejoin.__doc__ = original.__doc__
     ConsumerCoordinator.need_rejoin = need_rejoin
     _patch_admin_controller()
+    _patch_coordinator_lookup()
     return True
 
 
@@ -78,6 +91,24 @@ def _patch_admin_controller() -> None:
 
     send_request_to_controller.course_fix = True
     KafkaAdminClient._send_request_to_controller = send_request_to_controller
+
+
+def _patch_coordinator_lookup() -> None:
+    from kafka import errors
+    from kafka.coordinator.base import BaseCoordinator
+
+    original = BaseCoordinator.ensure_coordinator_ready_async
+
+    async def ensure_coordinator_ready_async(self, timeout_ms=None):
+        try:
+            return await original(self, timeout_ms)
+        except errors.RetriableError:   # a metadata refresh sent to the broker that died: not ready yet
+            await self._manager._net.sleep(self.config["retry_backoff_ms"] / 1000)
+            return False
+
+    ensure_coordinator_ready_async.course_fix = True
+    ensure_coordinator_ready_async.original = original    # for the test's experiment without it
+    BaseCoordinator.ensure_coordinator_ready_async = ensure_coordinator_ready_async
 
 
 APPLIED = apply()

@@ -1129,6 +1129,12 @@ c.close()
                    'return KafkaProducer(**lab.connection, acks="all", linger_ms=20, batch_size=256 * 1024,\n'
                    '                         compression_type="lz4")'),),
              fails("lab8-q3")),
+    Scenario("prediction-wrong", "lab8", "predicts that acks=0 sends ten times as fast as acks='all'",
+             (Edit("lab8-predict", "sub", "predicted_acks_speedup = 10\n", "predicted_acks_speedup = 1.2\n"),),
+             fails(), note="you predicted 10"),
+    Scenario("prediction-left-blank", "lab8", "runs section 4's demo without writing a prediction",
+             (Edit("lab8-predict", "replace", "predicted_acks_speedup = None"),),
+             fails("lab8-q3")),
     Scenario("latency-in-seconds-and-p99-as-max", "lab8", "gives latencies in seconds, and the largest "
              "latency as p99",
              (Edit("lab8-latencies", "sub", "time.time() - record.timestamp / 1000", "time.time() * 1000 - record.timestamp"),

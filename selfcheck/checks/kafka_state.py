@@ -13,21 +13,30 @@ from .bounded_reads import bounded_poll
 
 READ_DEADLINE_S = 30
 DESCRIBE_WAIT_S = 10     # for a listed topic's metadata to reach the broker that answers
+LIST_ASKS = 5            # answers that must all leave a topic out before it is called missing
 MAX_READ_BYTES = 256 * 2**20   # of keys and values read from one topic
 
 
 def describe_topic(ctx: Context, name: str, hint: str = "") -> dict:
     """The topic's metadata; a CheckFailed naming the topic if it does not exist."""
     topic = ctx.topic(name)
-    found = [t for t in ctx.admin.describe_topics([topic]) if t.get("error_code", 0) == 0]
-    # A topic the controller lists may not be in the metadata the broker answered from yet (seen
-    # in CI under load: listed, yet described as unknown): give it a few seconds to arrive.
+
+    def described() -> list:
+        return [t for t in ctx.admin.describe_topics([topic])
+                if t.get("error_code", 0) == 0 and t["partitions"]]
+
+    # Each metadata request goes to one broker, and a broker may not have the controller's latest
+    # metadata yet (seen in CI under load: one broker described a topic as unknown, and listed it
+    # neither, while another listed it). So a topic any answer lists gets a few seconds to appear
+    # everywhere, and a missing one is asked about a few times, likely of other brokers, first.
+    found, listed, asked = described(), False, 0
     deadline = time.monotonic() + DESCRIBE_WAIT_S
-    while not (found and found[0]["partitions"]) and time.monotonic() < deadline \
-            and topic in ctx.admin.list_topics():
+    while not found and time.monotonic() < deadline and (listed or asked < LIST_ASKS):
+        listed = listed or topic in ctx.admin.list_topics()
+        asked += 1
         time.sleep(0.2)
-        found = [t for t in ctx.admin.describe_topics([topic]) if t.get("error_code", 0) == 0]
-    expect(bool(found) and bool(found[0]["partitions"]), f"topic {topic!r} does not exist",
+        found = described()
+    expect(bool(found), f"topic {topic!r} does not exist",
            expected=topic, found=sorted(t for t in ctx.admin.list_topics() if in_namespace(ctx.namespace, t)),
            hint=hint or f"Create it with lab.topic({name!r}) as its name.")
     return found[0]
