@@ -60,7 +60,7 @@ def make_students(c, count: int) -> list[tuple[str, str]]:
     from cluster import accounts
 
     admin = c.admin()
-    made, slow = [], []
+    made, slow = [], set()
     try:
         for i in range(count):
             ns = f"s{i:03d}"
@@ -80,7 +80,7 @@ def make_students(c, count: int) -> list[tuple[str, str]]:
                 try:
                     mine.create_topics({t: {"num_partitions": n, "replication_factor": 3} for t, n in missing.items()})
                 except (RequestTimedOutError, TopicAlreadyExistsError):
-                    slow.append(ns)
+                    slow.add(ns)
                     time.sleep(2)
             first = next(iter(topics))
             for g in range(GROUPS_LEFT):   # what a student's earlier runs leave: groups with offsets

@@ -107,7 +107,6 @@ def _patch_coordinator_lookup() -> None:
             return False
 
     ensure_coordinator_ready_async.course_fix = True
-    ensure_coordinator_ready_async.original = original    # for the test's experiment without it
     BaseCoordinator.ensure_coordinator_ready_async = ensure_coordinator_ready_async
 
 

@@ -228,7 +228,7 @@ def acks_feedback(ctx: Context, predicted: float) -> str:
     try:
         shown = ctx.sub.value("acks_speedup")
     except CheckFailed:
-        return f"predicted_acks_speedup: you predicted {predicted:g} (not scored): {lesson}."
+        shown = None
     if not isinstance(shown, (int, float)) or isinstance(shown, bool):
         return f"predicted_acks_speedup: you predicted {predicted:g} (not scored): {lesson}."
     close = abs(predicted - shown) <= 0.25 * shown
