@@ -254,3 +254,15 @@ def test_lab9s_late_flights_are_one_in_a_written_hour_and_one_older_than_the_wat
                 assert when(dropped) < when(counted) <= watermark, (seed, minutes, behind)
                 assert when(counted) < watermark or watermark == hour_of(watermark), (seed, minutes, behind)
                 assert dropped["origin"] == counted["origin"], (seed, minutes, behind)
+
+
+def test_lab2_means_on_a_half_cent_take_either_rounding_and_nothing_further():
+    # CI once saw the grader's round() give 119.47 and a pandas mean of the same flights 119.48.
+    from selfcheck.checks.lab2 import mean_delays, same_delays, shown
+    flights = [{"origin": "JFK", "dep_delay": d} for d in (119, 120, 119, 120, 119, 120, 120, 119)]
+    flights[0]["dep_delay"] = 118.8  # the mean is 119.475 exactly, whose float lies below it
+    exact = mean_delays(flights)
+    assert round(exact["JFK"], 2) == shown(exact)["JFK"]
+    assert same_delays({"JFK": 119.47}, exact) and same_delays({"JFK": 119.48}, exact)
+    assert not same_delays({"JFK": 119.46}, exact) and not same_delays({"JFK": 119.49}, exact)
+    assert not same_delays({"JFK": 119.475, "LGA": 1.0}, exact) and not same_delays({"JFK": "119.47"}, exact)
