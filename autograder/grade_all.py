@@ -8,7 +8,7 @@ Finished gradings are kept: a second run grades only what is new or changed (`--
 everything again). Writes, under OUT:
     <student>/results.json   Gradescope's format, as `grade` writes it
     gradebook.csv            one row per student: status, total, each part, seconds
-    scores.png               the distribution of each part's score
+    scores.png               the distribution of totals, and of each part's score
 """
 
 from __future__ import annotations
@@ -163,23 +163,39 @@ def write_gradebook(graded: list[Graded], parts: list[str], path: Path) -> None:
                         g.problem])
 
 
+def score_counts(graded: list[Graded], parts: dict[str, float]) -> dict[str, list[tuple[float, int]]]:
+    """How many students got each score: the whole lab's total first, then each part. Every level
+    from 0 to the maximum that somebody reached is shown, so gaps in the distribution show too."""
+    done = [g for g in graded if g.status != "not graded"]
+    columns = {"total": ([g.total for g in done], sum(parts.values()))}
+    columns |= {label: ([g.scores.get(label, 0.0) for g in done], points) for label, points in parts.items()}
+    counts = {}
+    for label, (values, points) in columns.items():
+        levels = sorted({0.0, float(points), *values, *(float(v) for v in range(int(points) + 1))})
+        counts[label] = [(level, values.count(level)) for level in levels]
+    return counts
+
+
 def plot_scores(graded: list[Graded], parts: dict[str, float], path: Path, lab: str) -> None:
-    """One small histogram per graded part: how many students got each score."""
+    """The distribution of totals (wide, on the left), then one small histogram per graded part."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    done = [g for g in graded if g.status != "not graded"]
-    fig, axes = plt.subplots(1, len(parts), figsize=(2.6 * len(parts), 2.6), squeeze=False, sharey=True)
-    for ax, (label, points) in zip(axes[0], parts.items()):
-        values = [g.scores.get(label, 0.0) for g in done]
-        levels = sorted({0.0, float(points), *values})
-        ax.bar([f"{v:g}" for v in levels], [values.count(v) for v in levels], color="#4c72b0")
-        ax.set_title(label, fontsize=9)
+    counts = score_counts(graded, parts)
+    widths = [3] + [1] * len(parts)
+    fig, axes = plt.subplots(1, len(counts), figsize=(2.6 * sum(widths) / 1.4, 2.8), squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
+    for ax, (label, levels) in zip(axes[0], counts.items()):
+        ax.bar([f"{v:g}" for v, _ in levels], [n for _, n in levels],
+               color="#dd8452" if label == "total" else "#4c72b0")
+        ax.set_title(f"{lab} total" if label == "total" else label, fontsize=9)
         ax.set_xlabel("points")
+        ax.tick_params(axis="x", labelsize=7)
     axes[0][0].set_ylabel("students")
-    fig.suptitle(f"{lab}: {len(done)} graded", fontsize=10)
+    graded_now = sum(n for _, n in counts["total"])
+    fig.suptitle(f"{lab}: {graded_now} graded", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

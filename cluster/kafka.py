@@ -113,7 +113,7 @@ class Cluster:
     def __init__(self, cfg: S.Settings | None = None):
         self.cfg = cfg or S.Settings.from_env()
         self.nodes = {n: Node(self.cfg, n) for n in S.NODE_IDS}
-        self.state_file = self.cfg.home / "cluster.json"
+        self.state_file = self.cfg.home / S.STATE_FILE
         self.secrets = Secrets(self.cfg.home)
 
     @property
@@ -125,6 +125,7 @@ class Cluster:
         """Start whatever nodes are not running and return the bootstrap servers once the
         cluster works. On a running cluster it only checks that it works."""
         to_start = [n for n in self.nodes.values() if n.process() is None]
+        self._check_port_base(running=len(to_start) < len(self.nodes))
         if not to_start:
             self.wait_ready(timeout, started=[])
             self.set_up_access()
@@ -132,6 +133,7 @@ class Cluster:
         java_bin = java.java_executable()
         self._check_ports(to_start)
         cluster_id = self._check_data()
+        self._record_port_base()
         self.secrets.ensure()  # new passwords for a cluster that has none (made before logins existed)
         classpath = jars.broker_classpath()
         for node in self.nodes.values():
@@ -184,6 +186,27 @@ class Cluster:
                         hint="Stop that program, or run this cluster on other ports: "
                              f"COURSE_PORT_BASE=19092 python -m cluster up (ports {S.PORT_BLOCK} apart "
                              "from the base are used for each listener).")
+
+    def _check_port_base(self, running: bool) -> None:
+        """A cluster with nodes running stays on its ports: an `up` that names others is refused
+        (it would wait for brokers that are not there, or start a second set on the same data)."""
+        recorded = S.recorded_port_base(self.cfg.home)
+        if running and recorded is not None and recorded != self.cfg.port_base:
+            raise ClusterError(
+                f"The cluster in {self.cfg.home} is running on ports from {recorded}, not {self.cfg.port_base}. "
+                "Nothing was started.",
+                hint=f"Leave COURSE_PORT_BASE unset (every command finds the cluster's ports in its folder), or "
+                     f"set it to {recorded}; to move the cluster to other ports, stop it first (make down / "
+                     "python -m cluster down), then start it with the new COURSE_PORT_BASE.")
+
+    def _record_port_base(self) -> None:
+        """Write the ports this start uses into cluster.json, where Settings.from_env finds them."""
+        state = json.loads(self.state_file.read_text())
+        if state.get("port_base") != self.cfg.port_base:
+            state["port_base"] = self.cfg.port_base
+            tmp = self.state_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(state, indent=2))
+            tmp.replace(self.state_file)
 
     def _check_data(self) -> str:
         """The cluster id to use; a ClusterError if the data folder is stale or corrupt."""

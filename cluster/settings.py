@@ -6,6 +6,7 @@ compose file's test (tests/cluster/test_compose.py) and the README all read from
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ LISTENERS = ("EXTERNAL", "INTERNAL", "CONTROLLER")
 PORT_BLOCK = 100  # EXTERNAL 9092-9094, INTERNAL 9192-9194, CONTROLLER 9292-9294
 
 DEFAULT_PORT_BASE = 9092
+STATE_FILE = "cluster.json"   # in a cluster's folder: its id, Kafka version and port base
 # The test suite runs its own cluster on other ports and in another folder, so that a
 # student's running lab cluster is never touched by `make test`.
 TEST_PORT_BASE = 29092
@@ -230,7 +232,8 @@ ENVIRONMENT: dict[str, tuple[str | None, str]] = {
     "KAFKA_ADMIN_BOOTSTRAP_SERVERS": (None, "where that admin logs in; unset: the mode's brokers"),
     # the local cluster
     "COURSE_CLUSTER_HOME": (str(ROOT / ".cluster"), "the local cluster's folder (data, logs, secrets)"),
-    "COURSE_PORT_BASE": (str(DEFAULT_PORT_BASE), "its first port: one cluster per user on a shared host"),
+    "COURSE_PORT_BASE": (str(DEFAULT_PORT_BASE), "its first port: one cluster per user on a shared host "
+                         "(`up` writes it in the cluster's folder; later commands find it there)"),
     "COURSE_BROKER_HEAP": (BROKER_HEAP, "each broker's heap; smaller for a small laptop"),
     "COURSE_OWN_CLUSTER_HOME": (str(ROOT / ".own-cluster"), "lab 7's clusters of one's own, to break"),
     "COURSE_OWN_CLUSTER": (None, "set by the grader: the own cluster a grading's code must use (JSON)"),
@@ -309,6 +312,17 @@ def jars_cache() -> Path:
     return Path(env("COURSE_JARS_CACHE") or Path(env("XDG_CACHE_HOME")) / "kafka-course")
 
 
+def recorded_port_base(home: Path) -> int | None:
+    """The port base written in <home>/cluster.json when the cluster there last started; None
+    for a folder without one (a cluster that never started, or one made before it was kept)."""
+    try:
+        with open(home / STATE_FILE) as f:
+            value = json.load(f).get("port_base")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 @dataclass(frozen=True)
 class Settings:
     """Where one local cluster lives and which ports it uses."""
@@ -324,9 +338,12 @@ class Settings:
     @classmethod
     def from_env(cls) -> "Settings":
         """COURSE_CLUSTER_HOME and COURSE_PORT_BASE override the defaults (one cluster per
-        user on a shared host: give each user their own port base)."""
-        return cls(home=Path(env("COURSE_CLUSTER_HOME")).resolve(), port_base=int(env("COURSE_PORT_BASE")),
-                   heap=env("COURSE_BROKER_HEAP"))
+        user on a shared host: give each user their own port base). Without COURSE_PORT_BASE,
+        the port base the cluster in that folder was started with (a new shell, a notebook's
+        kernel and `make status` find a cluster that `COURSE_PORT_BASE=27092 make up` started)."""
+        home = Path(env("COURSE_CLUSTER_HOME")).resolve()
+        chosen = os.environ.get("COURSE_PORT_BASE") or recorded_port_base(home) or DEFAULT_PORT_BASE
+        return cls(home=home, port_base=int(chosen), heap=env("COURSE_BROKER_HEAP"))
 
     def port(self, node: int, listener: str = "EXTERNAL") -> int:
         return self.port_base + PORT_BLOCK * LISTENERS.index(listener) + (node - 1)

@@ -16,7 +16,8 @@ in it imports the grader (autograder/) or the staff's tools (staff/); a test hol
 
 def grade(label: str, user_ns: dict | None = None) -> None:
     """Run the check of one graded part (`label`, e.g. "lab1-q2") against this notebook and
-    the live cluster: one line when it passes, a CheckFailed saying what and why when not."""
+    the live cluster: one line when it passes (and one more with what the check measured, or how
+    your prediction compares, when it says so), a CheckFailed saying what and why when not."""
     from .checks import grade as run
 
     if user_ns is None:

@@ -1000,7 +1000,8 @@ c.close()
               Edit("lab7-accepts", "sub", "return in_sync > min_insync", "return in_sync >= min_insync")),
              fails("lab7-q1", "lab7-q2")),
     Scenario("state-as-dicts-and-accepts-as-a-table", "lab7", "a new admin client per call, each partition as a "
-             "dict with a set of in-sync brokers; accepts() from a table written out by hand, as numpy booleans",
+             "dict with a set of in-sync brokers; accepts() from a table written out by hand, as numpy booleans; "
+             "predicts (wrongly, as a numpy integer) that acks=1 keeps all 100 acknowledged records",
              (Edit("lab7-state", "replace",
                    "def partition_state(topic):\n"
                    "    client = own.admin()\n"
@@ -1015,8 +1016,9 @@ c.close()
                    "TABLE = {(a, m, i): np.bool_(a == 1 or i >= m) for a in (1, 'all') for m in (1, 2, 3) "
                    "for i in (1, 2, 3)}\n\n"
                    "def accepts(acks, min_insync, in_sync):\n"
-                   "    return TABLE[(acks, min_insync, in_sync)]\n")),
-             fails()),
+                   "    return TABLE[(acks, min_insync, in_sync)]\n"),
+              Edit("lab7-predict", "sub", "import numpy as np\npredicted_kept = np.int64(100)\n", "predicted_kept = 50\n")),
+             fails(), note="you predicted 100 of 100"),
     Scenario("producer-acks-1-and-consumer-from-latest", "lab7", "the producer waits for the leader only "
              "(acks=1); the consumer leaves auto_offset_reset at its default ('latest')",
              (Edit("lab7-producer", "sub", 'acks=1, enable_idempotence=False', 'acks="all", enable_idempotence=True'),
@@ -1162,8 +1164,12 @@ c.close()
     Scenario("acks-1-for-speed", "lab8", "buys speed with acks=1",
              (Edit("lab8-producer", "sub", 'acks=1, linger_ms=20', 'acks="all", linger_ms=20'),),
              fails("lab8-q3")),
-    Scenario("batched-but-not-compressed", "lab8", "batches well and never compresses",
-             (Edit("lab8-producer", "sub", ")", ',\n                         compression_type="lz4")'),),
+    Scenario("untuned-producer", "lab8", "fast_producer tunes nothing: KafkaProducer(**lab.connection), whose "
+             "asynchronous sends alone beat the synchronous loop many times over; its batches are never "
+             "compressed, so the day's JSON takes as much disk as it does in memory",
+             (Edit("lab8-producer", "sub", "    return KafkaProducer(**lab.connection)\n",
+                   '    return KafkaProducer(**lab.connection, acks="all", linger_ms=20, batch_size=256 * 1024,\n'
+                   '                         compression_type="lz4")\n'),),
              fails("lab8-q4")),
     Scenario("send-all-without-flush", "lab8", "returns as soon as every value is handed to send(), before the "
              "brokers acknowledged them",
@@ -1262,8 +1268,9 @@ c.close()
              fails("lab9-q4")),
     Scenario("other-styles", "lab9", "parse with get_json_object and casts, windows as SQL expressions and a "
              "mean, a job with smaller micro-batches, airline names looked up by a Python UDF, the weather joined "
-             "with Column expressions (between, a renamed column, other watermarks), and the table upserted "
-             "from pandas with INSERT OR REPLACE and ISO hours",
+             "with Column expressions (between, a renamed column, other watermarks), the table upserted "
+             "from pandas with INSERT OR REPLACE and ISO hours, and a wrong prediction in numpy booleans (both "
+             "late flights counted)",
              (Edit("lab9-parse", "sub",
                    '    j = F.col("value").cast("string")\n'
                    '    texts = [F.get_json_object(j, f"$.{c}").alias(c) for c in ("id", "carrier", "origin", "dest", "tailnum")]\n'
@@ -1297,8 +1304,10 @@ c.close()
                    "    db.executemany('INSERT OR REPLACE INTO hourly VALUES (:hour, :origin, :flights, :avg_delay)',\n"
                    "                   frame.to_dict('records'))\n"
                    "    db.commit()\n"
-                   "    db.close()\n")),
-             fails()),
+                   "    db.close()\n"),
+              Edit("lab9-predict", "sub", "import numpy as np\npredicted_counted = dict(closed=np.True_, open=np.bool_(1))\n",
+                   'predicted_counted = {"closed": False, "open": True}\n')),
+             fails(), note="you predicted {'closed': True, 'open': True}"),
     Scenario("no-watermarks-plain-insert", "lab9", "joins flights and weather without watermarks (right rows, "
              "but the join's state keeps every flight and report forever), and save_batch inserts rows without a "
              "key, so a replayed micro-batch or an updated hour is there twice",
@@ -1515,7 +1524,7 @@ c.close()
     Scenario("other-styles", "lab10", "compact JSON, the raw schema dict given to fastavro, a protobuf filled "
              "field by field, sizes summed with numpy, compatibility as a table lookup of two booleans, "
              "a registry that answers with numpy ints, connectors by their short class names with tasks.max "
-             "an int",
+             "an int, and a wrong prediction in capitals and spaces (the gate backward, int to long full)",
              (Edit("lab10-encode", "replace",
                    "import numpy as np\n"
                    "PARSED = fastavro.parse_schema(FLIGHT)\n\n"
@@ -1551,8 +1560,11 @@ c.close()
                    "    return dict(BASE, name=name, file=path, topic=topic, **{'connector.class': 'FileStreamSource'})\n\n"
                    "def sink_config(name, topic, path):\n"
                    "    return {**BASE, 'name': name, 'connector.class': 'FileStreamSinkConnector', 'topics': topic,\n"
-                   "            'file': path, 'consumer.override.group.id': lab.group('sink-' + name)}\n")),
-             fails()),
+                   "            'file': path, 'consumer.override.group.id': lab.group('sink-' + name)}\n"),
+              Edit("lab10-predict", "sub",
+                   'predicted_compatibility = dict([("int to long", "FULL"), ("gate without a default", " Backward ")])\n',
+                   'predicted_compatibility = {"gate without a default": "forward", "int to long": "backward"}\n')),
+             fails(), note="you predicted {'gate without a default': 'backward', 'int to long': 'full'}"),
 )
 
 

@@ -30,13 +30,19 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "
 
 # JupyterLab's settings for students (the folder `jupyter/`, put first on JUPYTER_CONFIG_PATH by
 # `make lab`): nbgrader's instructor parts are hidden and switched off. Students keep Validate.
+# JupyterLab's announcements (the "notified about official Jupyter news?" toast on the first page,
+# and its update checks) are off too: a lab opens on the lab, and a hub's servers call nobody.
 INSTRUCTOR_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                       "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:assignment-list")
+QUIET_PLUGINS = ("@jupyterlab/apputils-extension:announcements",)
 INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list",
                                 "nbgrader.server_extensions.assignment_list")
 JUPYTER_CONFIG = {
-    "labconfig/page_config.json": {"disabledExtensions": {name: True for name in INSTRUCTOR_PLUGINS}},
-    "jupyter_server_config.json": {"ServerApp": {"jpserver_extensions": {name: False for name in INSTRUCTOR_SERVER_EXTENSIONS}}},
+    "labconfig/page_config.json": {"disabledExtensions": {name: True for name in INSTRUCTOR_PLUGINS + QUIET_PLUGINS}},
+    "jupyter_server_config.json": {
+        "ServerApp": {"jpserver_extensions": {name: False for name in INSTRUCTOR_SERVER_EXTENSIONS}},
+        "LabApp": {"check_for_updates_class": "jupyterlab.NeverCheckForUpdate"},
+    },
 }
 
 STUDENT_MAKEFILE = """\
@@ -74,7 +80,8 @@ lab: up
 STUDENT_README = """\
 # Kafka & streaming ETL: the labs
 
-You need Linux or macOS (Windows: WSL 2) with Python 3.11+, a JDK 17+ and `make`.
+You need Linux or macOS (Windows: WSL 2) with Python 3.11+, a JDK 17+ and `make`, about
+3 GB of disk and 8 GB of memory (the cluster takes about 1 GB; lab 9's Spark up to 1 GB more).
 
 ```sh
 make lab      # installs everything, starts a three-broker Kafka cluster, opens JupyterLab
@@ -93,8 +100,33 @@ course grades the notebook you hand in the same way, in a fresh kernel.
 menus (Formgrader, Create Assignment); a hub gives student servers the same with
 `JUPYTER_CONFIG_PATH=<this folder>/jupyter`.
 
-If something goes wrong, `python -m cluster status` and `python -m cluster logs` say what
-the brokers are doing; every error message of the kit says what to do next.
+## Ports
+
+The cluster listens on 127.0.0.1 only: ports 9092-9094 (the ones your code uses), 9192-9194
+and 9292-9294 (the brokers' own). If another program holds one of them, `make up` says which
+program and starts nothing. Pick another base once:
+
+```sh
+COURSE_PORT_BASE=19092 make lab      # ports 19092-19094, 19192-19194, 19292-19294
+```
+
+The cluster's folder (`.cluster/`) remembers its ports: later `make status`, `make lab` and
+the notebooks find them without the variable. To move the cluster, `make down` first.
+
+## When something is in the way
+
+| you see | do |
+|---|---|
+| `Java was not found` or `Java 11 ... 17 or newer` | install a JDK 17+ (`sudo apt install openjdk-17-jdk`, `brew install openjdk@17`), or set `JAVA_HOME` to one |
+| `Port 9092 ... is already in use by ...` | stop that program (often another Kafka, or a Docker container), or use another port base (above) |
+| `Could not fetch the kafka jars` | the first run needs Maven Central; later runs need no network |
+| a notebook cannot connect, or `make status` shows a node `dead` | `make up` starts what is not running, with its data; `.venv/bin/python -m cluster logs` shows the brokers' last lines |
+| the cluster will not start after a crash, and the logs name a corrupt folder | `.venv/bin/python -m cluster down --wipe`, then `make up`: a new, empty cluster (your topics are gone; your notebooks are not) |
+| the laptop runs out of memory | close other programs (a browser's tabs count); `make down` when you stop working, and stop lab 9's Spark sessions (`spark.stop()`) when that lab is done |
+| too many topics of old labs | `.venv/bin/python -m cluster clean` deletes your namespace's topics and groups |
+
+You do not need bubblewrap, Docker or nbgrader's instructor tools: those are for the course's
+grader. Every error message of the kit says what happened and what to do next.
 """
 
 

@@ -61,6 +61,15 @@ def prediction(ctx: "Context", name: str, well_formed: Callable[[Any], bool], fo
     return value
 
 
+def shown_in_kernel(ctx: "Context", expr: str) -> Any:
+    """What a demo left in the kernel (`expr`), for a prediction's feedback; None where the demo has
+    not run (a grading leaves demos out)."""
+    try:
+        return ctx.sub.value(expr)
+    except CheckFailed:
+        return None
+
+
 def prediction_feedback(name: str, predicted: Any, shown: Any, why: str) -> str:
     """What the part's result says about a prediction: right, or what the demo showed instead
     (never part of the score)."""
@@ -230,12 +239,13 @@ def checks_for(lab: str) -> dict[str, Check]:
     return {k: v for k, v in REGISTRY.items() if lab_of(k) == lab}
 
 
-def run_check(label: str, ctx: Context) -> None:
-    """Run one check; CheckFailed on a wrong answer."""
+def run_check(label: str, ctx: Context) -> str | None:
+    """Run one check; CheckFailed on a wrong answer. What it returns says more (a prediction's
+    feedback, what was measured), or None."""
     spec = checks_for(lab_of(label)).get(label)
     if spec is None:
         raise KeyError(f"no check is registered for {label}")
-    spec.func(ctx)
+    return spec.func(ctx)
 
 
 def grade(label: str, user_ns: dict | None = None) -> None:
@@ -254,7 +264,8 @@ def grade(label: str, user_ns: dict | None = None) -> None:
         ctx.own = own_cluster()
     start = time.monotonic()
     try:
-        run_check(label, ctx)
+        detail = run_check(label, ctx)
     finally:
         ctx.finish()
-    print(f"{label} passed ({time.monotonic() - start:.1f} s): {REGISTRY[label].title}")
+    print(f"{label} passed ({time.monotonic() - start:.1f} s): {REGISTRY[label].title}"
+          + (f"\n  {detail}" if detail else ""))

@@ -25,7 +25,7 @@ from functools import cache
 
 from cluster.safe_files import make_dirs, read_text, write_text
 
-from . import CheckFailed, Context, RaisedInKernel, check, expect, expect_equal
+from . import CheckFailed, Context, RaisedInKernel, check, expect, expect_equal, prediction
 from .kafka_state import describe_topic, read_all, topic_configs
 
 SECOND_LAYER = True                   # q4 starts a Connect worker twice: the `heavy` layer of the tests
@@ -231,7 +231,7 @@ def shape(schema: dict) -> dict:
 
 
 @check("lab10-q2")
-def judges_compatibility(ctx: Context) -> None:
+def judges_compatibility(ctx: Context) -> str:
     """compatibility(old, new) says full, backward, forward or none, as decoding both ways finds"""
     kinds = ctx.rng.sample(KINDS, len(KINDS))      # every kind, in a seeded order
     for kind in kinds:
@@ -247,6 +247,24 @@ def judges_compatibility(ctx: Context) -> None:
                      hint="Backward: the NEW schema reads data written with the OLD one. Forward: the OLD schema "
                           "reads NEW data. Write a record with one schema and read it with the other, both ways; "
                           "a field the reader has and the data lacks needs a default.")
+    predicted = prediction(ctx, "predicted_compatibility", lambda v: isinstance(v, dict)
+                           and set(v) == set(CHANGES_TRUTH) and all(isinstance(x, str) and x.strip().lower() in ANSWERS
+                                                                    for x in v.values()),
+                           '{"gate without a default": "full", "backward", "forward" or "none", "int to long": ...}',
+                           "your compatibility for two of section 2's changes to the flight schema")
+    return f"{len(kinds)} changes; " + compatibility_feedback({k: predicted[k].strip().lower() for k in CHANGES_TRUTH})
+
+
+# The two changes the notebook asks to predict, as Avro's rules (and the demo's decoding) judge them.
+CHANGES_TRUTH = {"gate without a default": "forward", "int to long": "backward"}
+
+
+def compatibility_feedback(predicted: dict) -> str:
+    if predicted == CHANGES_TRUTH:
+        return "predicted_compatibility: right for both changes"
+    return (f"predicted_compatibility: you predicted {predicted}, Avro's rules give {CHANGES_TRUTH} (not scored): a "
+            "new field without a default cannot be filled in when a new reader reads old data (old readers skip it), "
+            "and an old reader cannot fit a long into an int (a new one reads an old int as a long)")
 
 
 # --- q3: a registry on a compacted topic ----------------------------------------------------

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import time
 
-from . import CheckFailed, Context, check, expect
+from . import CheckFailed, Context, check, expect, prediction, shown_in_kernel
 from .scripts import start, stop, wait
 
 OWN_CLUSTER = True
@@ -477,8 +477,25 @@ def producer_under_faults(ctx: Context) -> str:
     expect(not strangers, f"the topic holds {len(strangers)} values the grader never gave", found=strangers[:3],
            hint="Send each input line (without its newline) as the record's value, as it is.")
     dupes = len(log) - len(set(log))
+    predicted = prediction(ctx, "predicted_kept", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                           and float(v).is_integer() and 0 <= v <= 100, "a whole number from 0 to 100, e.g. 80",
+                           "how many of the 100 records acknowledged in section 5's first run (acks=1) the topic "
+                           "still holds at the end")
     return (f"{len(fed)} records, broker {victim} stopped then broker {leader} killed; "
-            f"{dupes} duplicate{'s' if dupes != 1 else ''} in the log")
+            f"{dupes} duplicate{'s' if dupes != 1 else ''} in the log; " + kept_feedback(ctx, int(predicted)))
+
+
+def kept_feedback(ctx: Context, predicted: int) -> str:
+    """The prediction against section 5's run when the kernel has it (a self-check; a grading
+    leaves demos out): the lesson either way, never scored."""
+    lesson = ("the returning follower never had the 50 late records and the old leader cut its log back "
+              "to the new leader's: acks=1's acknowledgements said nothing about the follower")
+    shown = shown_in_kernel(ctx, "kept_of.get('fragile')")
+    if not isinstance(shown, int) or isinstance(shown, bool):
+        return f"predicted_kept: you predicted {predicted} of 100 (not scored): {lesson}."
+    if predicted == shown:
+        return f"predicted_kept: right, the topic kept {shown} of 100"
+    return f"predicted_kept: you predicted {predicted}, the topic kept {shown} of 100 (not scored): {lesson}."
 
 
 # --- lab7-q4 -------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import json
 import math
 import time
 
-from . import CheckFailed, Context, RaisedInKernel, check, expect, prediction
+from . import CheckFailed, Context, RaisedInKernel, check, expect, prediction, shown_in_kernel
 from .kafka_state import end_offsets, graders_topic, read_all, short_name
 
 PERCENTILES = (50, 99)
@@ -225,10 +225,7 @@ def acks_feedback(ctx: Context, predicted: float) -> str:
     in the notebook; grading leaves demos out, so then the lesson alone)."""
     lesson = ("kafka-python spends its time building records in Python, and the wait for the followers "
               "hides behind that work, so acks changes the rate little with this client")
-    try:
-        shown = ctx.sub.value("acks_speedup")
-    except CheckFailed:
-        shown = None
+    shown = shown_in_kernel(ctx, "acks_speedup")
     if not isinstance(shown, (int, float)) or isinstance(shown, bool):
         return f"predicted_acks_speedup: you predicted {predicted:g} (not scored): {lesson}."
     close = abs(predicted - shown) <= 0.25 * shown

@@ -146,3 +146,20 @@ def test_a_grading_past_its_deadline_is_stopped_so_that_it_cleans_up(tmp_path):
         run_to_deadline([sys.executable, "-c", code], deadline_s=1)
     assert marker.read_text() == "yes"
     assert grading_deadline("lab9") > grading_deadline("lab1") >= 300 + 120
+
+
+def test_the_score_plot_counts_totals_and_parts(tmp_path):
+    """scores.png's numbers: totals first (every level up to the lab's maximum, gaps included),
+    then each part; a student not graded counts nowhere."""
+    from autograder.grade_all import Graded, plot_scores, score_counts
+
+    parts = {"q1": 2.0, "q2": 1.5}
+    graded = [Graded("ada", "graded", {"q1": 2.0, "q2": 1.5}), Graded("bob", "kept", {"q1": 2.0, "q2": 0.0}),
+              Graded("cy", "graded", {"q1": 0.0, "q2": 0.0}), Graded("dee", "not graded")]
+    counts = score_counts(graded, parts)
+    assert list(counts) == ["total", "q1", "q2"]
+    assert counts["total"] == [(0.0, 1), (1.0, 0), (2.0, 1), (3.0, 0), (3.5, 1)]
+    assert counts["q1"] == [(0.0, 1), (1.0, 0), (2.0, 2)]
+    assert counts["q2"] == [(0.0, 2), (1.0, 0), (1.5, 1)]
+    plot_scores(graded, parts, tmp_path / "scores.png", "lab1")
+    assert (tmp_path / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -64,3 +64,19 @@ def test_dataset_file_matches_the_pinned_package():
     out = subprocess.run([sys.executable, str(ROOT / "datasets" / "make_datasets.py"), "--check"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_run_all_goes_past_unwritten_parts(lab):
+    """JupyterLab's Run All stops at the first error unless the cell is tagged `raises-exception`
+    (the kernel is then asked not to drop the queued cells). nbgrader's stub raises
+    NotImplementedError, and a test cell raises while its part is not written: every code cell
+    but the first (which connects: nothing works without it) carries the tag, so a student who
+    runs all sees every part's state."""
+    import nbformat
+
+    for path in (SOLUTIONS / lab / f"{lab}.ipynb", RELEASE / lab / f"{lab}.ipynb"):
+        code = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        assert "raises-exception" not in code[0].metadata.get("tags", []), f"{path}: the set-up cell must stop a run"
+        untagged = [c.id for c in code[1:] if "raises-exception" not in c.metadata.get("tags", [])]
+        assert not untagged, f"{path}: cells {untagged} would stop Run All; tag them raises-exception"
