@@ -12,8 +12,9 @@ runs away (a loop creating and deleting topics), grade-all grades a few submissi
 and, halfway, a broker is killed (SIGKILL) and started again. The table gives what the brokers
 hold (heap after a full GC, resident memory, open files), the students' p99 produce and
 end-to-end latencies, acknowledged records lost (none may be) or never read by their group,
-the killed broker's time back (until students' logins work on it), and whether every grade was
-the corpus's.
+the killed broker's time back (until students' logins work on it) and where its restart spent
+it (from its log), the brokers' own produce time (JMX, beside the students'), and whether every
+grade was the corpus's.
 """
 
 from __future__ import annotations
@@ -202,6 +203,69 @@ def heap_after_gc_mb(pid: int) -> float:
     return sum(used[:2]) / 1024 if used else float("nan")
 
 
+def broker_produce_ms(pid: int) -> dict[str, float]:
+    """The broker's own time for produce requests (Kafka's RequestMetrics TotalTimeMs, from the
+    arrival of a request to its response sent: for acks=all, the followers' fetches included),
+    read over JMX: p50 and p99 of its recent requests, and how many it has answered. Through
+    the JVM's local management agent (jcmd; only this user can attach), not a JMX port."""
+    from cluster import jars
+    from cluster.java import java_executable
+
+    subprocess.run(["jcmd", str(pid), "ManagementAgent.start_local"], capture_output=True, timeout=60)
+    counters = subprocess.run(["jcmd", str(pid), "PerfCounter.print"], capture_output=True, text=True,
+                              timeout=60).stdout
+    found = re.search(r'sun\.management\.JMXConnectorServer\.address="([^"]+)"', counters)
+    if not found:
+        return {}
+    bean = "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce"
+    attributes = ("50thPercentile", "99thPercentile", "Count")
+    out = subprocess.run([java_executable(), "-Xmx128m", "-cp", ":".join(map(str, jars.jars("kafka-tools"))),
+                          "org.apache.kafka.tools.JmxTool", "--jmx-url", found.group(1), "--object-name", bean,
+                          "--attributes", ",".join(attributes), "--one-time", "true", "--report-format", "csv"],
+                         capture_output=True, text=True, timeout=120).stdout
+    rows = [line for line in out.splitlines() if line and not line.startswith('"time"') and "," in line]
+    if not rows:
+        return {}
+    values = [float(v.strip('"')) for v in rows[-1].split(",")[1:]]
+    header = out.splitlines()[0].split(",")[1:]
+    by_name = {h.strip('"').rsplit(":", 1)[-1]: v for h, v in zip(header, values)}
+    return {"p50_ms": by_name.get("50thPercentile", float("nan")), "p99_ms": by_name.get("99thPercentile", float("nan")),
+            "count": by_name.get("Count", float("nan"))}
+
+
+# Marks in a broker's log of where a restart spends its time (Kafka 4.1's own lines).
+STARTING = re.compile(r"^\[(\d\d):(\d\d):(\d\d),(\d{3})\] INFO  \[ControllerServer id=\d+\] Starting controller")
+LOADING = re.compile(r"^\[(\d\d):(\d\d):(\d\d),(\d{3})\] INFO  Loading logs from log dirs")
+LOADED = re.compile(r"^\[(\d\d):(\d\d):(\d\d),(\d{3})\] INFO  Loaded (\d+) logs in (\d+)ms")
+STARTED = re.compile(r"^\[(\d\d):(\d\d):(\d\d),(\d{3})\] INFO  \[KafkaRaftServer nodeId=\d+\] Kafka Server started")
+
+
+def restart_phases(log_file: Path) -> dict[str, float]:
+    """The last start in a broker's log, in seconds from its first line: metadata replayed (until
+    it loads logs), logs loaded, and the server started. (Times of day: a start that spans
+    midnight is not expected in a bench of minutes.)"""
+    def at(m) -> float:
+        h, mi, sec, ms = (int(g) for g in m.groups()[:4])
+        return h * 3600 + mi * 60 + sec + ms / 1000
+
+    marks: dict[str, float] = {}
+    logs = 0
+    with open(log_file, errors="replace") as f:
+        for line in f:
+            if m := STARTING.match(line):
+                marks, logs = {"start": at(m)}, 0
+            elif "start" in marks and (m := LOADING.match(line)):
+                marks["loading"] = at(m)
+            elif "start" in marks and (m := LOADED.match(line)):
+                marks["loaded"], logs = at(m), int(m.group(5))
+            elif "start" in marks and (m := STARTED.match(line)):
+                marks["started"] = at(m)
+    if not {"start", "loading", "loaded", "started"} <= set(marks):
+        return {}
+    return {"metadata_s": marks["loading"] - marks["start"], "logs": float(logs),
+            "logs_s": marks["loaded"] - marks["loading"], "started_s": marks["started"] - marks["start"]}
+
+
 def write_class(tmp: Path, lab: str, size: int) -> dict[str, dict[str, float]]:
     """`size` submissions of `lab` in tmp/submitted, drawn in turn from its solution and its
     corpus's realistic work (not the attacks, built to be slow); student -> expected scores."""
@@ -265,6 +329,8 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
                 work = [pool.submit(act, c.bootstrap_servers, ns, pw, seconds) for ns, pw in made[:active]]
                 runaway = pool.submit(run_away, c.bootstrap_servers, *made[-1], seconds)
                 time.sleep(seconds / 2)
+                # the brokers' own view of the same sends, every broker up (read before the kill)
+                own_view = [broker_produce_ms(n.pid) for n in c.nodes.values() if n.pid]
                 victim = max(c.nodes)
                 killed_at = time.time()
                 c.kill_broker(victim)
@@ -273,6 +339,7 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
                 # by the laptop's deadline (the target, 60 s, is the table's)
                 c.start_broker(victim, timeout=600)
                 back_s = time.monotonic() - t
+                phases = restart_phases(c.nodes[victim].log_file)
                 done = [w.result() for w in work]
                 loop = runaway.result()
             grading.join()
@@ -300,6 +367,9 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
         (f"{who}: p99 produce latency, acks=all, every broker up ({len(quiet_sends):,} sends)",
          [percentile(quiet_sends, 0.99)], "s", 1.0),
         (f"{who}: p50 of the same", [percentile(quiet_sends, 0.5)], "s", None),
+        (f"{who}: p99 of the brokers' own produce time (JMX TotalTimeMs: arrival to response, followers' "
+         "copies included), every broker up", [v["p99_ms"] / 1000 for v in own_view if v], "s", 1.0),
+        (f"{who}: p50 of the same", [v["p50_ms"] / 1000 for v in own_view if v], "s", None),
         (f"{who}: p99 produce latency through the broker's kill and return ({len(produced):,} sends)",
          [percentile(produced, 0.99)], "s", None),
         (f"{who}: p99 produce to consumer, through the kill", [percentile(e2e, 0.99)], "s", None),
@@ -311,6 +381,12 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
         (f"{who}: a runaway student's topics created and deleted (refused or throttled: {loop['refused']})",
          [float(loop["done"])], "", None),
         (f"{who}: a killed broker back (students' logins work)", [back_s], "s", 60.0),
+        (f"{who}: ... its log: metadata replayed (from the JVM's start)", [phases["metadata_s"]] if phases else [],
+         "s", None),
+        (f"{who}: ... its log: {phases.get('logs', 0):,.0f} logs loaded", [phases["logs_s"]] if phases else [],
+         "s", None),
+        (f"{who}: ... its log: server started (from the JVM's start; the rest is waiting for the cluster to "
+         "list it and for logins)", [phases["started_s"]] if phases else [], "s", None),
         (f"{who}: brokers dead at the end", [float(dead)], "", 0.0),
         (f"{who}: {GRADED} {GRADED_LAB} grades beside it, different from the corpus's", [float(wrong[0] if wrong else GRADED)], "", 0.0),
     ]
