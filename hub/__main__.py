@@ -31,7 +31,7 @@ def install(python: str) -> Path:
     print(f"Its environment in {target} (from {python}) ...", flush=True)
     subprocess.run([python, "-m", "venv", str(target)], check=True)
     subprocess.run([str(target / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "-e", str(state / "kit")], check=True)
+                    "-e", f"{state / 'kit'}[hub]"], check=True)   # jupyterhub-singleuser too
     proxy = f"configurable-http-proxy@{pins()['npm']['configurable-http-proxy']}"
     print(f"JupyterHub's proxy ({proxy}) ...", flush=True)
     subprocess.run(["npm", "install", "--global", "--prefix", str(target), "--no-audit", "--no-fund",
