@@ -73,3 +73,41 @@ def test_what_a_lab_and_a_grading_run_needs_no_extra():
     assert not runtime & normalized(d for group in project["optional-dependencies"].values() for d in group)
     assert not runtime & {"pytest", "pytest-xdist", "pytest-timeout", "jupyterhub", "playwright"}
     assert imports_not_in({"selfcheck", "cluster", "autograder", "staff"}, runtime) == {}
+
+
+def locked(name: str) -> dict[str, str]:
+    """requirements/<name>.txt as package -> version (PEP 503 names), each line checked to carry hashes."""
+    import re
+
+    text = (settings.ROOT / "requirements" / f"{name}.txt").read_text()
+    assert "#    make lock" in text, f"requirements/{name}.txt was not written by `make lock`"
+    found = {}
+    for block in re.split(r"\n(?=\S)", text):
+        m = re.match(r"([A-Za-z0-9_.-]+)==([^ \\;\n]+)", block)
+        if m:
+            assert "--hash=sha256:" in block, f"{m.group(1)} in requirements/{name}.txt has no hash"
+            found[re.sub(r"[-_.]+", "-", m.group(1).lower())] = m.group(2)
+    return found
+
+
+def test_the_lock_files_hold_every_pin_and_agree():
+    """requirements/*.txt are what `make lock` writes from pyproject.toml: every pin at its version
+    (a pin changed without `make lock` fails here), hub and runtime with dev's versions, and the
+    test and hub extras only where they belong."""
+    import re
+
+    project = settings.pyproject()["project"]
+    extras = project["optional-dependencies"]
+
+    def pins(*groups):
+        deps = [*project["dependencies"], *(d for g in groups for d in extras[g])]
+        return {re.sub(r"[-_.]+", "-", d.split("==")[0].lower()): d.split("==")[1] for d in deps}
+
+    dev, hub, runtime = locked("dev"), locked("hub"), locked("runtime")
+    for name, lock, wanted in (("dev", dev, pins("test", "hub")), ("hub", hub, pins("hub")),
+                               ("runtime", runtime, pins())):
+        stale = {p: (v, lock.get(p)) for p, v in wanted.items() if lock.get(p) != v}
+        assert not stale, f"requirements/{name}.txt is stale (pin, locked): {stale}; run `make lock`"
+    assert {p: v for p, v in hub.items() if dev.get(p) != v} == {}
+    assert {p: v for p, v in runtime.items() if dev.get(p) != v} == {}
+    assert not {"pytest", "jupyterhub", "playwright"} & set(runtime) and not {"pytest", "playwright"} & set(hub)
