@@ -13,11 +13,11 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from selfcheck.checks import second_layer
+from layers import heavy
 from autograder.pipeline import RELEASE, SOLUTIONS, course_labs
 
 # lab 9's notebook runs Spark for minutes, lab 10's a Connect worker: the `heavy` layer (make test-heavy)
-LABS = [pytest.param(lab, marks=pytest.mark.heavy) if second_layer(lab) else lab for lab in course_labs()]
+LABS = [pytest.param(lab, marks=pytest.mark.heavy) if heavy(lab) else lab for lab in course_labs()]
 
 def fuller_batches(text: str) -> bool:
     """Lab 8: waiting 20 ms with 128 KiB batches makes requests clearly fuller than the defaults
