@@ -203,6 +203,15 @@ def heap_after_gc_mb(pid: int) -> float:
     return sum(used[:2]) / 1024 if used else float("nan")
 
 
+def measured(measure, *args) -> dict:
+    """A measurement that must not end the run it is part of: {} (a row left empty) if it fails."""
+    try:
+        return measure(*args)
+    except Exception as e:     # noqa: BLE001 - reported, and the bench goes on
+        print(f"load: {measure.__name__} failed ({type(e).__name__}: {e})", file=sys.stderr)
+        return {}
+
+
 def broker_produce_ms(pid: int) -> dict[str, float]:
     """The broker's own time for produce requests (Kafka's RequestMetrics TotalTimeMs, from the
     arrival of a request to its response sent: for acks=all, the followers' fetches included),
@@ -223,14 +232,19 @@ def broker_produce_ms(pid: int) -> dict[str, float]:
                           "org.apache.kafka.tools.JmxTool", "--jmx-url", found.group(1), "--object-name", bean,
                           "--attributes", ",".join(attributes), "--one-time", "true", "--report-format", "csv"],
                          capture_output=True, text=True, timeout=120).stdout
-    rows = [line for line in out.splitlines() if line and not line.startswith('"time"') and "," in line]
-    if not rows:
+    # One line per attribute: <bean>:<attribute>,"<value>" (and a first line with the time)
+    found = {}
+    for line in out.splitlines():
+        key, _, value = line.rpartition(",")
+        if ":" in key:
+            try:
+                found[key.rsplit(":", 1)[1]] = float(value.strip('"'))
+            except ValueError:
+                continue
+    if "99thPercentile" not in found:
         return {}
-    values = [float(v.strip('"')) for v in rows[-1].split(",")[1:]]
-    header = out.splitlines()[0].split(",")[1:]
-    by_name = {h.strip('"').rsplit(":", 1)[-1]: v for h, v in zip(header, values)}
-    return {"p50_ms": by_name.get("50thPercentile", float("nan")), "p99_ms": by_name.get("99thPercentile", float("nan")),
-            "count": by_name.get("Count", float("nan"))}
+    return {"p50_ms": found.get("50thPercentile", float("nan")), "p99_ms": found["99thPercentile"],
+            "count": found.get("Count", float("nan"))}
 
 
 # Marks in a broker's log of where a restart spends its time (Kafka 4.1's own lines).
@@ -330,7 +344,7 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
                 runaway = pool.submit(run_away, c.bootstrap_servers, *made[-1], seconds)
                 time.sleep(seconds / 2)
                 # the brokers' own view of the same sends, every broker up (read before the kill)
-                own_view = [broker_produce_ms(n.pid) for n in c.nodes.values() if n.pid]
+                own_view = [measured(broker_produce_ms, n.pid) for n in c.nodes.values() if n.pid]
                 victim = max(c.nodes)
                 killed_at = time.time()
                 c.kill_broker(victim)
@@ -339,7 +353,7 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
                 # by the laptop's deadline (the target, 60 s, is the table's)
                 c.start_broker(victim, timeout=600)
                 back_s = time.monotonic() - t
-                phases = restart_phases(c.nodes[victim].log_file)
+                phases = measured(restart_phases, c.nodes[victim].log_file)
                 done = [w.result() for w in work]
                 loop = runaway.result()
             grading.join()
