@@ -6,14 +6,30 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-heavy test-fast bench up down status jars install release selftest student-kit gradescope hub clean
+.PHONY: lab test test-heavy test-fast bench up down status jars install lock release selftest student-kit gradescope hub clean
 
-$(STAMP): pyproject.toml
+# Every Python package comes from requirements/dev.txt: the pins of pyproject.toml and all they
+# depend on, each with the hashes of its files (pip refuses anything else); the kit itself is
+# then installed over them, editable and without dependencies.
+$(STAMP): pyproject.toml requirements/dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; found " + sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --require-hashes -r requirements/dev.txt
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
+
+# The lock files, from pyproject.toml's pins (needs PyPI; run it after changing a pin, and commit
+# what it writes): dev (tests and hub), hub (the users' environment on a hub), runtime (the
+# student kit, Gradescope, the compose image). hub and runtime keep dev's versions.
+UV_VERSION = $$($(PYTHON) -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["tool"]["course"]["tools"]["uv"])')
+LOCK = .lock-tools/bin/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet --custom-compile-command "make lock"
+lock:
+	@[ -x .lock-tools/bin/uv ] && [ "$$(.lock-tools/bin/uv --version | cut -d' ' -f2)" = "$(UV_VERSION)" ] || \
+	  { $(PYTHON) -m venv .lock-tools && .lock-tools/bin/python -m pip install --quiet "uv==$(UV_VERSION)"; }
+	$(LOCK) --extra test --extra hub -o requirements/dev.txt
+	$(LOCK) --extra hub -c requirements/dev.txt -o requirements/hub.txt
+	$(LOCK) -c requirements/dev.txt -o requirements/runtime.txt
 
 install: $(STAMP)
 
@@ -79,4 +95,4 @@ selftest: up
 	$(PY) -m autograder selftest
 
 clean: down
-	rm -rf $(VENV) .cluster .test-cluster .test-cluster-* .own-cluster .test-own-cluster .test-own-cluster-*
+	rm -rf $(VENV) .lock-tools .cluster .test-cluster .test-cluster-* .own-cluster .test-own-cluster .test-own-cluster-*

@@ -30,15 +30,14 @@ logger = logging.getLogger(__name__)
 EXIT_INFRASTRUCTURE = 2
 STEPS_S = 120             # the grader's steps around the notebook (cluster check, clean-up)
 STOP_GRACE_S = 60         # a grading past its deadline gets SIGTERM (it cleans up: user, topics, folders), then SIGKILL
-DEFAULT_CHECKS_BUDGET_S = 120
 
 
 def grading_deadline(lab: str) -> float:
     """How long one grading of `lab` may take: the notebook's limit, what the lab's checks may
     take (lab 9 runs a Spark job three times), and the steps around them."""
-    from selfcheck.checks import checks_module
+    from selfcheck.checks import policy
 
-    return TOTAL_TIMEOUT_S + getattr(checks_module(lab), "CHECKS_BUDGET_S", DEFAULT_CHECKS_BUDGET_S) + STEPS_S
+    return TOTAL_TIMEOUT_S + policy(lab).checks_budget_s + STEPS_S
 
 
 @dataclass

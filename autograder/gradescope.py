@@ -39,7 +39,7 @@ from .results import GradingResult
 
 # What the grading needs, whole folders: the grader and what students have (autograder.GRADER,
 # autograder.STUDENT); nothing of the staff's.
-PACKAGED = (*GRADER, *STUDENT, "pyproject.toml")
+PACKAGED = (*GRADER, *STUDENT, "pyproject.toml", "requirements/runtime.txt")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*_pb2*.py", "*.egg-info",
                                  "checkpoint*", "spark-warehouse")
 GRADESCOPE_ROOT = Path("/autograder")
@@ -74,7 +74,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 "$python" -m venv "$course/.venv"
 "$course/.venv/bin/python" -m pip install --quiet --upgrade pip
-"$course/.venv/bin/python" -m pip install --quiet -e "$course"
+"$course/.venv/bin/python" -m pip install --quiet --require-hashes -r "$course/requirements/runtime.txt"
+PYTHONWARNINGS="ignore:Editable installation" "$course/.venv/bin/python" -m pip install --quiet --no-deps -e "$course"
 "$course/.venv/bin/python" -m cluster jars
 echo "setup.sh: ready ($("$course/.venv/bin/python" --version), $(java -version 2>&1 | head -1))"
 """

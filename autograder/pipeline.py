@@ -36,7 +36,7 @@ from cluster.process import listening_ports
 from cluster.safe_files import RefusedPath, read_bytes
 from cluster.settings import ROOT, env, jars_cache
 
-from selfcheck.checks import CheckFailed, Context, checks_for, checks_module, run_cleanups
+from selfcheck.checks import CheckFailed, Context, checks_for, policy, run_cleanups
 
 from .cluster_watch import ClusterWatch
 from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
@@ -342,7 +342,7 @@ def start_own_cluster(job: Job) -> None:
     """A lab whose checks break brokers (lab 7) gets a three-broker cluster of its own, started
     here outside the sandbox, with the grading's user on it: nothing else is touched when its
     brokers are killed, and the student's code can neither start nor stop them."""
-    if not checks_module(job.lab).__dict__.get("OWN_CLUSTER"):
+    if not policy(job.lab).own_cluster:
         return
     from cluster import own
 
@@ -425,7 +425,7 @@ def run_notebook_and_checks(job: Job) -> None:
 
     try:
         # A lab may need more than the given limit for its slowest cell (lab 9 starts Spark).
-        cell_timeout = max(job.cell_timeout, getattr(checks_module(job.lab), "SLOWEST_CELL_S", 0))
+        cell_timeout = max(job.cell_timeout, policy(job.lab).slowest_cell_s)
         with KernelSession(job.submission, sandbox, kernel_vars, cell_timeout, job.total_timeout) as session:
             log = session.run(lambda index, label: run_one(session, label), test_label)
             try:
@@ -514,7 +514,7 @@ LIMITS = Limits()
 def sandbox_limits(lab: str) -> Limits:
     """The sandbox's limits for a lab: the course's, or what its checks module needs (lab 9 runs
     two Spark drivers, in the kernel and in the job, a hundred threads or more each)."""
-    return replace(LIMITS, processes=getattr(checks_module(lab), "SANDBOX_PROCESSES", LIMITS.processes))
+    return replace(LIMITS, processes=policy(lab).sandbox_processes or LIMITS.processes)
 
 
 def grade(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = None, student: str = "",

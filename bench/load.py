@@ -12,8 +12,9 @@ runs away (a loop creating and deleting topics), grade-all grades a few submissi
 and, halfway, a broker is killed (SIGKILL) and started again. The table gives what the brokers
 hold (heap after a full GC, resident memory, open files), the students' p99 produce and
 end-to-end latencies, acknowledged records lost (none may be) or never read by their group,
-the killed broker's time back (until students' logins work on it), and whether every grade was
-the corpus's.
+the killed broker's time back (until students' logins work on it) and where its restart spent
+it (from its log), the brokers' own produce time (JMX, beside the students'), and whether every
+grade was the corpus's.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from cluster.capacity import FOOTPRINT_PARTITIONS, plan
 RATE_PER_S = 20              # each active student's records per second (a lab's loops, slowed to a person's pace)
 GRADED_LAB, GRADED = "lab2", 6
 GROUPS_LEFT = 3              # consumer groups each student left behind (earlier runs of the labs)
+FLUSH_WAIT_S = 120           # after the work, for the last sends to be acknowledged (or fail)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -108,6 +110,7 @@ def act(servers: str, ns: str, password: str, seconds: float) -> dict:
     seconds; the errors sends met; the acknowledged numbers missing from the topic afterwards
     (lost), and those the group never read."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.errors import KafkaTimeoutError
 
     from cluster.accounts import Account
 
@@ -152,10 +155,13 @@ def act(servers: str, ns: str, password: str, seconds: float) -> dict:
         n += 1
         next_at += 1 / RATE_PER_S
         time.sleep(max(0.0, next_at - time.monotonic()))
-    producer.flush(timeout=60)
+    try:
+        producer.flush(timeout=FLUSH_WAIT_S)
+    except KafkaTimeoutError:   # counted below (sent, neither acknowledged nor failed): the run goes on
+        pass
     flushed.set()
     reader.join()
-    producer.close()
+    producer.close(timeout=5)
     consumer.close()
     # what the topic holds now, read from the start with no group
     check = KafkaConsumer(**login, enable_auto_commit=False)
@@ -168,6 +174,7 @@ def act(servers: str, ns: str, password: str, seconds: float) -> dict:
             stored.update(int(r.value[:10]) for r in records)
     check.close()
     return {"produced": produced, "e2e": e2e, "errors": errors, "acked": len(acked),
+            "pending": n - len(acked) - sum(1 for e in errors if not e.startswith("poll: ")),
             "lost": len(acked - stored), "unread": len(acked - read)}
 
 
@@ -200,6 +207,83 @@ def heap_after_gc_mb(pid: int) -> float:
     used = [int(k) for k in re.findall(r"used (\d+)K", out)]
     # Serial GC: "def new generation total ..K, used ..K" and "tenured generation total ..K, used ..K"
     return sum(used[:2]) / 1024 if used else float("nan")
+
+
+def measured(measure, *args) -> dict:
+    """A measurement that must not end the run it is part of: {} (a row left empty) if it fails."""
+    try:
+        return measure(*args)
+    except Exception as e:     # noqa: BLE001 - reported, and the bench goes on
+        print(f"load: {measure.__name__} failed ({type(e).__name__}: {e})", file=sys.stderr)
+        return {}
+
+
+def broker_produce_ms(pid: int) -> dict[str, float]:
+    """The broker's own time for produce requests (Kafka's RequestMetrics TotalTimeMs, from the
+    arrival of a request to its response sent: for acks=all, the followers' fetches included),
+    read over JMX: p50 and p99 of its recent requests, and how many it has answered. Through
+    the JVM's local management agent (jcmd; only this user can attach), not a JMX port."""
+    from cluster import jars
+    from cluster.java import java_executable
+
+    subprocess.run(["jcmd", str(pid), "ManagementAgent.start_local"], capture_output=True, timeout=60)
+    counters = subprocess.run(["jcmd", str(pid), "PerfCounter.print"], capture_output=True, text=True,
+                              timeout=60).stdout
+    found = re.search(r'sun\.management\.JMXConnectorServer\.address="([^"]+)"', counters)
+    if not found:
+        return {}
+    bean = "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce"
+    attributes = ("50thPercentile", "99thPercentile", "Count")
+    out = subprocess.run([java_executable(), "-Xmx128m", "-cp", ":".join(map(str, jars.jars("kafka-tools"))),
+                          "org.apache.kafka.tools.JmxTool", "--jmx-url", found.group(1), "--object-name", bean,
+                          "--attributes", ",".join(attributes), "--one-time", "true", "--report-format", "csv"],
+                         capture_output=True, text=True, timeout=120).stdout
+    # One line per attribute: <bean>:<attribute>,"<value>" (and a first line with the time)
+    found = {}
+    for line in out.splitlines():
+        key, _, value = line.rpartition(",")
+        if ":" in key:
+            try:
+                found[key.rsplit(":", 1)[1]] = float(value.strip('"'))
+            except ValueError:
+                continue
+    if "99thPercentile" not in found:
+        return {}
+    return {"p50_ms": found.get("50thPercentile", float("nan")), "p99_ms": found["99thPercentile"],
+            "count": found.get("Count", float("nan"))}
+
+
+# Marks in a broker's log of where a restart spends its time (Kafka 4.1's own lines).
+STARTING = re.compile(r"^\[(\d\d):(\d\d):(\d\d),(\d{3})\] INFO  \[ControllerServer id=\d+\] Starting controller")
+LOADING = re.compile(r"^\[(\d\d):(\d\d):(\d\d),(\d{3})\] INFO  Loading logs from log dirs")
+LOADED = re.compile(r"^\[(\d\d):(\d\d):(\d\d),(\d{3})\] INFO  Loaded (\d+) logs in (\d+)ms")
+STARTED = re.compile(r"^\[(\d\d):(\d\d):(\d\d),(\d{3})\] INFO  \[KafkaRaftServer nodeId=\d+\] Kafka Server started")
+
+
+def restart_phases(log_file: Path) -> dict[str, float]:
+    """The last start in a broker's log, in seconds from its first line: metadata replayed (until
+    it loads logs), logs loaded, and the server started. (Times of day: a start that spans
+    midnight is not expected in a bench of minutes.)"""
+    def at(m) -> float:
+        h, mi, sec, ms = (int(g) for g in m.groups()[:4])
+        return h * 3600 + mi * 60 + sec + ms / 1000
+
+    marks: dict[str, float] = {}
+    logs = 0
+    with open(log_file, errors="replace") as f:
+        for line in f:
+            if m := STARTING.match(line):
+                marks, logs = {"start": at(m)}, 0
+            elif "start" in marks and (m := LOADING.match(line)):
+                marks["loading"] = at(m)
+            elif "start" in marks and (m := LOADED.match(line)):
+                marks["loaded"], logs = at(m), int(m.group(5))
+            elif "start" in marks and (m := STARTED.match(line)):
+                marks["started"] = at(m)
+    if not {"start", "loading", "loaded", "started"} <= set(marks):
+        return {}
+    return {"metadata_s": marks["loading"] - marks["start"], "logs": float(logs),
+            "logs_s": marks["loaded"] - marks["loading"], "started_s": marks["started"] - marks["start"]}
 
 
 def write_class(tmp: Path, lab: str, size: int) -> dict[str, dict[str, float]]:
@@ -265,6 +349,8 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
                 work = [pool.submit(act, c.bootstrap_servers, ns, pw, seconds) for ns, pw in made[:active]]
                 runaway = pool.submit(run_away, c.bootstrap_servers, *made[-1], seconds)
                 time.sleep(seconds / 2)
+                # the brokers' own view of the same sends, every broker up (read before the kill)
+                own_view = [measured(broker_produce_ms, n.pid) for n in c.nodes.values() if n.pid]
                 victim = max(c.nodes)
                 killed_at = time.time()
                 c.kill_broker(victim)
@@ -273,6 +359,7 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
                 # by the laptop's deadline (the target, 60 s, is the table's)
                 c.start_broker(victim, timeout=600)
                 back_s = time.monotonic() - t
+                phases = measured(restart_phases, c.nodes[victim].log_file)
                 done = [w.result() for w in work]
                 loop = runaway.result()
             grading.join()
@@ -300,10 +387,15 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
         (f"{who}: p99 produce latency, acks=all, every broker up ({len(quiet_sends):,} sends)",
          [percentile(quiet_sends, 0.99)], "s", 1.0),
         (f"{who}: p50 of the same", [percentile(quiet_sends, 0.5)], "s", None),
+        (f"{who}: p99 of the brokers' own produce time (JMX TotalTimeMs: arrival to response, followers' "
+         "copies included), every broker up", [v["p99_ms"] / 1000 for v in own_view if v], "s", 1.0),
+        (f"{who}: p50 of the same", [v["p50_ms"] / 1000 for v in own_view if v], "s", None),
         (f"{who}: p99 produce latency through the broker's kill and return ({len(produced):,} sends)",
          [percentile(produced, 0.99)], "s", None),
         (f"{who}: p99 produce to consumer, through the kill", [percentile(e2e, 0.99)], "s", None),
         (f"{who}: sends that failed (the producers' retries did not carry them)", [float(len(errors))], "", None),
+        (f"{who}: sends neither acknowledged nor failed {FLUSH_WAIT_S} s after the work ended",
+         [float(sum(d.get("pending", 0) for d in done))], "", 0.0),
         (f"{who}: consumers' polls that raised (a student's loop would have died)", [float(len(poll_errors))], "", 0.0),
         (f"{who}: acknowledged records lost, of {sum(d['acked'] for d in done):,}",
          [float(sum(d["lost"] for d in done))], "", 0.0),
@@ -311,6 +403,12 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
         (f"{who}: a runaway student's topics created and deleted (refused or throttled: {loop['refused']})",
          [float(loop["done"])], "", None),
         (f"{who}: a killed broker back (students' logins work)", [back_s], "s", 60.0),
+        (f"{who}: ... its log: metadata replayed (from the JVM's start)", [phases["metadata_s"]] if phases else [],
+         "s", None),
+        (f"{who}: ... its log: {phases.get('logs', 0):,.0f} logs loaded", [phases["logs_s"]] if phases else [],
+         "s", None),
+        (f"{who}: ... its log: server started (from the JVM's start; the rest is waiting for the cluster to "
+         "list it and for logins)", [phases["started_s"]] if phases else [], "s", None),
         (f"{who}: brokers dead at the end", [float(dead)], "", 0.0),
         (f"{who}: {GRADED} {GRADED_LAB} grades beside it, different from the corpus's", [float(wrong[0] if wrong else GRADED)], "", 0.0),
     ]

@@ -43,9 +43,14 @@ broker's SIGKILL). The fix lets that poll return what it has, as a poll that fou
 coordinator within its timeout does; the next poll looks again.
 
 Only the pinned version is patched: a new kafka-python is checked again before its pin moves.
+Each fault is written up for kafka-python's maintainers, with a reproduction, in
+`kafka_python_upstream.md` beside this file; the module logs once (INFO, logger
+`cluster.kafka_python_fix`) that the patches are active.
 """
 
 from __future__ import annotations
+
+import logging
 
 import kafka
 from kafka.coordinator.consumer import ConsumerCoordinator
@@ -72,6 +77,9 @@ def apply() -> bool:
     ConsumerCoordinator.need_rejoin = need_rejoin
     _patch_admin_controller()
     _patch_coordinator_lookup()
+    logging.getLogger(__name__).info("kafka-python %s patched by the course (the group join race, the admin "
+                                     "client's controller, poll() at a coordinator's death): see "
+                                     "cluster/kafka_python_upstream.md", PATCHED_VERSION)
     return True
 
 

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -33,9 +34,12 @@ LAPTOP_CONF = {
     "spark.ui.killEnabled": "false",       # the UI shows jobs; it need not stop them for anyone who finds it
     "spark.sql.session.timeZone": "UTC",
     # C1 only: a lab's jobs are small and short, and the second JIT compiler costs a third of a
-    # driver's CPU before the first query has run (measured: 12.5 s -> 8.8 s of CPU per session)
+    # driver's CPU before the first query has run (measured: 12.5 s -> 8.8 s of CPU per session);
+    # the course's logging (LOG_CONFIG) is added by spark_session
     "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
 }
+# The driver's logging: warnings on stderr, without the lines every start and restart prints
+LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 
 
 def connector_jars() -> list[Path]:
@@ -67,9 +71,22 @@ def spark_session(app_name: str = "kafka-course", master: str | None = None, **c
     """Get (or create) the SparkSession, with the Kafka connector on its classpath."""
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name).master(
-        master or course_settings.env("SPARK_MASTER"))
+    existing = SparkSession.getActiveSession()
+    if existing is not None:
+        # The builder would say on stderr that only runtime SQL settings apply to a session that
+        # runs already (every check and every re-run cell asks again): apply those, quietly.
+        for key, value in conf.items():
+            if key.startswith("spark.sql."):
+                existing.conf.set(key, value)
+        return existing
+    master = master or course_settings.env("SPARK_MASTER")
+    builder = SparkSession.builder.appName(app_name).master(master)
     settings = dict(LAPTOP_CONF, **{"spark.jars": ",".join(str(p) for p in connector_jars())})
+    settings["spark.driver.extraJavaOptions"] += f" -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+    if master.startswith("local"):
+        # Python workers with the kernel's own interpreter: Spark starts `python3` from the PATH
+        # otherwise, which on many laptops is another Python, without pyspark's packages.
+        settings["spark.pyspark.python"] = sys.executable
     if course_settings.env("COURSE_SPARK_UI") == "off":
         settings["spark.ui.enabled"] = "false"
     settings.update(conf)

@@ -30,8 +30,11 @@ def install(python: str) -> Path:
     kit.build(state / "kit")
     print(f"Its environment in {target} (from {python}) ...", flush=True)
     subprocess.run([python, "-m", "venv", str(target)], check=True)
-    subprocess.run([str(target / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "-e", str(state / "kit")], check=True)
+    pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    # the packages as the course locked them (jupyterhub-singleuser too), then the kit over them
+    subprocess.run([*pip, "--require-hashes", "-r", str(state / "kit" / "requirements" / "hub.txt")], check=True)
+    subprocess.run([*pip, "--no-deps", "-e", str(state / "kit")], check=True,
+                   env=dict(os.environ, PYTHONWARNINGS="ignore:Editable installation"))
     proxy = f"configurable-http-proxy@{pins()['npm']['configurable-http-proxy']}"
     print(f"JupyterHub's proxy ({proxy}) ...", flush=True)
     subprocess.run(["npm", "install", "--global", "--prefix", str(target), "--no-audit", "--no-fund",

@@ -191,7 +191,19 @@ def kafka_login(name: str) -> dict[str, str]:
             "KAFKA_PASSWORD": account.password, "KAFKA_BOOTSTRAP_SERVERS": students_servers()}
 
 
-# --- the spawner's hook -----------------------------------------------------------------------
+def revoke_kafka_login(name: str) -> None:
+    """`name`'s Kafka password and ACLs deleted (its topics stay): nothing it left running after its
+    server stopped (a script started with nohup, a password copied elsewhere) reaches Kafka."""
+    from cluster.connect import admin_client
+
+    admin = admin_client("course-hub", request_timeout_ms=15_000)
+    try:
+        accounts.revoke(admin, name)
+    finally:
+        admin.close()
+
+
+# --- the spawner's hooks ----------------------------------------------------------------------
 def server_environment(name: str, role: str, configs: dict[str, Path]) -> dict[str, str]:
     found = {
         **kafka_login(name),
@@ -225,6 +237,14 @@ def pre_spawn_hook(configs: dict[str, Path], who: dict[str, str]):
         found = await asyncio.to_thread(server_environment, name, role, configs)
         spawner.environment.update(found)
         spawner.log.info("course: %s starts as %s with Kafka namespace %r", name, role, name)
+    return hook
+
+
+def post_stop_hook():
+    async def hook(spawner) -> None:
+        name = spawner.user.name
+        await asyncio.to_thread(revoke_kafka_login, name)
+        spawner.log.info("course: %s stopped; its Kafka login is revoked until its next start", name)
     return hook
 
 

@@ -46,6 +46,8 @@ c.Spawner.notebook_dir = "~"
 # Nothing of the hub's own environment (root's paths, its cluster settings) leaks into a server.
 c.Spawner.env_keep = ["LANG", "LC_ALL", "TZ"]
 c.Spawner.pre_spawn_hook = course_hub.pre_spawn_hook(configs, who)
+# A stopped server's Kafka login is revoked (a new one at the next start).
+c.Spawner.post_stop_hook = course_hub.post_stop_hook()
 # Starting a server includes the user's Kafka login (a few seconds on a busy cluster).
 c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 120

@@ -34,7 +34,7 @@ from autograder.pipeline import copy_release, namespace_groups, remove_namespace
 from cluster import accounts
 from cluster.accounts import Account
 from cluster.connect import admin_client, admin_connection
-from selfcheck.checks import checks_module
+from selfcheck.checks import policy
 
 # A test cell runs the part's check in the kernel: it may start scripts, crash them and wait
 # for groups (lab 4: a minute or more), or run a Spark job three times (lab 9).
@@ -82,7 +82,7 @@ def run(lab: str, notebook: Path, demos: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "COURSE_OWN_CLUSTER"}
     env.update(LAB_NAMESPACE=namespace, KAFKA_USERNAME=account.username, KAFKA_PASSWORD=account.password,
                COURSE_OWN_CLUSTER_HOME=str(folder / ".own-cluster"))   # lab 7: a cluster of this run's own
-    cell_timeout = max(CELL_TIMEOUT_S, getattr(checks_module(lab), "SLOWEST_CELL_S", 0))
+    cell_timeout = max(CELL_TIMEOUT_S, policy(lab).slowest_cell_s)
     client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
                             interrupt_on_timeout=True, resources={"metadata": {"path": str(folder)}})
     parts: dict[str, dict] = {}

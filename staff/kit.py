@@ -25,7 +25,8 @@ from autograder import GRADER, STAFF, STUDENT
 
 # Copied as they are: what students have (autograder.STUDENT, whole folders, the same the grading
 # sandbox shows) and the set-up files. Not the grader (autograder/) nor anything of the staff's.
-COPIED = (*STUDENT, "pyproject.toml", "docker-compose.yml", ".gitignore")
+COPIED = (*STUDENT, "pyproject.toml", "requirements/runtime.txt", "requirements/hub.txt", "docker-compose.yml",
+          ".gitignore")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*_pb2*.py", "*.egg-info")
 
 # JupyterLab's settings for students (the folder `jupyter/`, put first on JUPYTER_CONFIG_PATH by
@@ -55,11 +56,15 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: lab up down status install
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements/runtime.txt
 \t@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed")'
 \t$(PYTHON) -m venv $(VENV)
 \t$(PY) -m pip install --quiet --upgrade pip
-\t$(PY) -m pip install --quiet -e .
+\t@# every package as the course locked it (versions and hashes), then the kit itself over them
+\t$(PY) -m pip install --quiet --require-hashes -r requirements/runtime.txt
+\t@# setuptools warns on every editable install that folders named like a package may shadow it
+\t@# (they are the package here): silenced by its message, nothing else.
+\tPYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet --no-deps -e .
 \t@touch $(STAMP)
 
 install: $(STAMP)
@@ -144,6 +149,7 @@ def build(target: Path) -> Path:
         if src.is_dir():
             shutil.copytree(src, target / name, ignore=IGNORED)
         elif src.exists():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, target / name)
     for name, config in JUPYTER_CONFIG.items():
         (target / "jupyter" / name).parent.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,7 @@ import psutil
 from autograder.pipeline import RELEASE, SOLUTIONS, course_labs, grading_secret, graded_parts
 from autograder.results import visible_scores
 from cluster.settings import ROOT
-from selfcheck.checks import checks_module
+from selfcheck.checks import policy
 
 from .corpus import Scenario, scenarios, student_work
 
@@ -104,7 +104,7 @@ def run(case: Case, outdir: Path) -> Outcome:
     cmd = [sys.executable, "-m", "autograder", "grade", case.lab, str(case.notebook), "--json", str(result),
            "--cell-timeout", str(CELL_TIMEOUT_S), "--total-timeout", str(TOTAL_TIMEOUT_S)]
     # the notebook's limit, plus what the lab's checks may take (lab 9 runs a Spark job three times)
-    hung_after = TOTAL_TIMEOUT_S + getattr(checks_module(case.lab), "CHECKS_BUDGET_S", 120)
+    hung_after = TOTAL_TIMEOUT_S + policy(case.lab).checks_budget_s
     start = time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=hung_after)
@@ -127,7 +127,7 @@ def run_in_kernel(case: Case, outdir: Path) -> Outcome:
     when the self-check in the student's kernel passed it, for comparison with the grader's."""
     result = outdir / f"{case.lab}-{case.name}.kernel.json"
     cmd = [sys.executable, "-m", "staff.as_student", case.lab, str(case.notebook), "--json", str(result)]
-    hung_after = TOTAL_TIMEOUT_S + getattr(checks_module(case.lab), "CHECKS_BUDGET_S", 120) + 300
+    hung_after = TOTAL_TIMEOUT_S + policy(case.lab).checks_budget_s + 300
     start = time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=hung_after)
@@ -276,13 +276,13 @@ class Report:
 
 def run_pooled(todo: list, tmp: Path, jobs: int, runner=run) -> list:
     """Grade the cases, `jobs` at a time; outcomes in the order of `todo`. A lab whose checks
-    module sets GRADINGS_AT_ONCE has at most that many of the slots at a time (lab 7 starts
+    policy sets gradings_at_once has at most that many of the slots at a time (lab 7 starts
     clusters of its own, lab 9 two Spark drivers per grading); those labs' cases go first, as
     the longest, and a free slot takes the next case whose lab has room."""
     import threading
     from collections import Counter
 
-    cap = {lab: getattr(checks_module(lab), "GRADINGS_AT_ONCE", None) for lab in {c.lab for c in todo}}
+    cap = {lab: policy(lab).gradings_at_once for lab in {c.lab for c in todo}}
     pending = sorted(todo, key=lambda c: cap[c.lab] is None)
     running: Counter = Counter()
     results: dict[int, object] = {}

@@ -227,11 +227,23 @@ def checks_module(lab: str):
     return importlib.import_module(f"selfcheck.checks.{lab}")
 
 
-def second_layer(lab: str) -> bool:
-    """A lab whose gradings start JVMs for the student's work (lab 9: Spark drivers, lab 10: a
-    Kafka Connect worker): tens of seconds of both cores each, so its whole
-    gradings and notebooks are the test suite's second layer (`make test-heavy`)."""
-    return bool(getattr(checks_module(lab), "SECOND_LAYER", False))
+@dataclass(frozen=True)
+class LabPolicy:
+    """How one lab's gradings run, declared once in its checks module (`POLICY = LabPolicy(...)`;
+    a lab without one takes these defaults) and read through policy(lab)."""
+
+    checks_budget_s: float = 120           # its checks' time, all together (part of a grading's deadline)
+    slowest_cell_s: float = 0              # its slowest cell, when longer than the grader's cell timeout
+    sandbox_processes: int | None = None   # its sandbox's process limit, when other than the grader's
+    gradings_at_once: int | None = None    # the self-test grades at most this many of its submissions at once
+    own_cluster: bool = False              # its checks break a cluster of the grading's own (lab 7)
+
+
+def policy(lab: str) -> LabPolicy:
+    found = vars(checks_module(lab)).get("POLICY", LabPolicy())
+    if not isinstance(found, LabPolicy):
+        raise TypeError(f"selfcheck.checks.{lab}.POLICY is a {type(found).__name__}, not a LabPolicy")
+    return found
 
 
 def checks_for(lab: str) -> dict[str, Check]:
@@ -258,7 +270,7 @@ def grade(label: str, user_ns: dict | None = None) -> None:
 
         user_ns = get_ipython().user_ns
     ctx = Context(lab_of(label), label, LocalSubmission(user_ns), namespace(), connection(), DEFAULT_SEED)
-    if getattr(checks_module(ctx.lab), "OWN_CLUSTER", False):   # lab 7: the student's own cluster, to break
+    if policy(ctx.lab).own_cluster:   # lab 7: the student's own cluster, to break
         from cluster.own import own_cluster
 
         ctx.own = own_cluster()

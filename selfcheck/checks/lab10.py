@@ -28,7 +28,6 @@ from cluster.safe_files import make_dirs, read_text, write_text
 from . import CheckFailed, Context, RaisedInKernel, check, expect, expect_equal, prediction
 from .kafka_state import describe_topic, read_all, topic_configs
 
-SECOND_LAYER = True                   # q4 starts a Connect worker twice: the `heavy` layer of the tests
 FLIGHTS = 12                          # seeded flights per check
 REGISTRY = "schemas"                  # the student's registry topic: lab.topic("schemas")
 ANSWERS = ("full", "backward", "forward", "none")

@@ -1,5 +1,5 @@
 """Lab 7, replication and failures, graded on a three-broker cluster of the grading's own
-(cluster/own.py; OWN_CLUSTER below makes the pipeline start one), whose brokers the checks
+(cluster/own.py; POLICY below makes the pipeline start one), whose brokers the checks
 stop and kill while the student's code runs:
 
 - lab7-q1 partition_state(topic): leaders and in-sync replicas of a topic the grader placed,
@@ -20,13 +20,12 @@ from __future__ import annotations
 import re
 import time
 
-from . import CheckFailed, Context, check, expect, prediction, shown_in_kernel
+from . import CheckFailed, Context, LabPolicy, check, expect, prediction, shown_in_kernel
 from .scripts import start, stop, wait
 
-OWN_CLUSTER = True
-# The self-test grades at most this many lab 7 submissions at once (three more JVMs each):
-# six at once would be 18 brokers on a 2-core machine.
-GRADINGS_AT_ONCE = 2
+# Its checks break a cluster of the grading's own. The self-test grades at most two lab 7
+# submissions at once (three more JVMs each): six at once would be 18 brokers on 2 cores.
+POLICY = LabPolicy(own_cluster=True, gradings_at_once=2)
 BROKERS = (1, 2, 3)
 STATE_WAIT_S = 30          # for leaders and ISRs to settle after a broker stops, dies or returns
 ACK_WAIT_S = 30            # for the student's producer to acknowledge what it was given

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cluster.safe_files import kind, list_dir, make_dirs, remove
 
-from . import CheckFailed, Context, check, expect, in_sandbox, prediction
+from . import CheckFailed, Context, LabPolicy, check, expect, in_sandbox, prediction
 from .kafka_state import graders_topic, read_all, short_name
 from .scripts import read_student_file, start, stop, wait
 
@@ -29,17 +29,18 @@ WATERMARK = timedelta(minutes=30)
 WINDOW = timedelta(hours=1)
 FAKE_CARRIER = "ZZ"            # no such airline: its flights exist only on the grader's topics
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-SECOND_LAYER = True            # its whole gradings are the `heavy` layer of the tests (make test-heavy)
 JOB_DEADLINE_S = 120           # one run of the job (Spark's start included)
-# Two Spark drivers at once (the kernel's and the job's): a grading's sandbox peaked at 306
-# threads and processes (its pids group's pids.peak), past the course's 256, where the job's JVM
-# died. Memory stays as it is, which holds both.
-SANDBOX_PROCESSES = 768     # the grader's sandbox limit for this lab (autograder.pipeline.sandbox_limits)
-# The self-test grades at most two lab 9 submissions at once: two Spark drivers each, whose
-# sandbox peaked at 1.3 GB (memory cgroup's max_usage), and a core while they run.
-GRADINGS_AT_ONCE = 2
-SLOWEST_CELL_S = 120                       # the set-up cell starts Spark: seconds alone, far more when loaded
-CHECKS_BUDGET_S = 3 * JOB_DEADLINE_S + 300   # the job's three runs and the other checks
+POLICY = LabPolicy(
+    # Two Spark drivers at once (the kernel's and the job's): a grading's sandbox peaked at 306
+    # threads and processes (its pids group's pids.peak), past the course's 256, where the job's
+    # JVM died. Memory stays as it is, which holds both.
+    sandbox_processes=768,
+    # The self-test grades at most two lab 9 submissions at once: two Spark drivers each, whose
+    # sandbox peaked at 1.3 GB (memory cgroup's max_usage), and a core while they run.
+    gradings_at_once=2,
+    slowest_cell_s=120,                           # the set-up cell starts Spark: seconds alone, far more when loaded
+    checks_budget_s=3 * JOB_DEADLINE_S + 300,     # the job's three runs and the other checks
+)
 SPARK_VALUE_S = 120            # a value the grader reads by running a Spark job in the kernel
 # What in_sandbox.call runs in the grading's sandbox: these open the student's files (Parquet
 # parts, the SQLite table) with plain file APIs, where a link reaches only what the sandbox shows.

@@ -6,10 +6,10 @@ Spark have their own module, test_selftest_heavy.py (the `heavy` layer)."""
 
 import pytest
 
-from selfcheck.checks import second_layer
+from layers import heavy
 from staff.selftest import case_names, grade_all, labs, verdict
 
-LABS = [lab for lab in labs() if not second_layer(lab)]
+LABS = [lab for lab in labs() if not heavy(lab)]
 CASES = case_names(LABS)
 
 # The first test waits for the fixture's ~130 gradings (each bounded by its own deadline), so it

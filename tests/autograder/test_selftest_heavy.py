@@ -7,12 +7,12 @@ test_selftest.py: every case its exact score, nothing left behind."""
 
 import pytest
 
-from selfcheck.checks import second_layer
+from layers import heavy
 from staff.selftest import case_names, grade_all, labs, verdict
 
 pytestmark = [pytest.mark.timeout(3000), pytest.mark.slow, pytest.mark.heavy]
 
-LABS = [lab for lab in labs() if second_layer(lab)]
+LABS = [lab for lab in labs() if heavy(lab)]
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ in a real browser, is tests/hub/test_hub_browser.py."""
 
 from __future__ import annotations
 
+import logging
 import os
 import pwd
 import stat
@@ -98,6 +99,19 @@ def test_each_server_gets_a_kafka_login_for_its_namespace_only(cluster):
     with pytest.raises(KafkaError):       # kafka-python reports it as a failed bootstrap
         create_topic(first, "hubtest-ada.events")
     create_topic(second, "hubtest-ada.events")       # the cluster itself works: the old password was refused
+
+
+def test_a_stopped_servers_login_is_revoked_and_the_next_start_makes_a_new_one(cluster):
+    import asyncio
+    from types import SimpleNamespace
+
+    login = course_hub.kafka_login("hubtest-cy")
+    create_topic(login, "hubtest-cy.events")
+    spawner = SimpleNamespace(user=SimpleNamespace(name="hubtest-cy"), log=logging.getLogger("test-hub"))
+    asyncio.run(course_hub.post_stop_hook()(spawner))       # as JupyterHub calls it when the server stops
+    with pytest.raises(KafkaError):
+        create_topic(login, "hubtest-cy.events")
+    create_topic(course_hub.kafka_login("hubtest-cy"), "hubtest-cy.events")   # the next start works
 
 
 def test_an_instructors_server_gets_the_course_folder_and_the_admin_login(cluster, tmp_path, monkeypatch):

@@ -1,0 +1,67 @@
+"""Kafka's own command-line tools, run from the pinned jars against this cluster as you: what an
+operator types (`kafka-topics.sh`, `kafka-consumer-groups.sh`, `kafka-configs.sh` of a Kafka
+release), beside what the labs do with kafka-python's admin client.
+
+    from cluster.tools import kafka_cli
+    kafka_cli("topics", "--describe", "--topic", lab.topic("flights"))
+    # $ kafka-topics.sh --describe --topic root.flights
+    # Topic: root.flights  TopicId: ...  PartitionCount: 4  ReplicationFactor: 3  Configs: ...
+
+Where the cluster is and who you are (`--bootstrap-server`, `--command-config`) are added for
+you, as a Kafka release's users put them in a properties file; the command printed leaves them
+out, so that it reads as the documentation writes it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+
+from . import jars
+from .connect import account, bootstrap_servers
+from .errors import ClusterError
+from .java import java_executable
+from .process import properties
+
+# tool -> (the jar bundle that has it, its main class). kafka-configs.sh is still Kafka's core
+# (Scala) in 4.1; the others moved to the tools module.
+TOOLS = {
+    "topics": ("kafka-tools", "org.apache.kafka.tools.TopicCommand"),
+    "consumer-groups": ("kafka-tools", "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"),
+    "configs": ("kafka", "kafka.admin.ConfigCommand"),
+}
+TIMEOUT_S = 60
+
+
+def kafka_cli(tool: str, *args: str, timeout: float = TIMEOUT_S, echo: bool = True) -> str:
+    """Run `kafka-<tool>.sh ARGS` (tool: one of TOOLS) as your login on this cluster; print the
+    command and what it printed (echo=False: print nothing), and return its output."""
+    if tool not in TOOLS:
+        raise ValueError(f"no tool {tool!r}; the kit runs {', '.join(TOOLS)}")
+    bundle, main_class = TOOLS[tool]
+    classpath = jars.kafka_classpath() if bundle == "kafka" else jars.jars(bundle)
+    # The login goes in a file only you can read (a temporary file is made so), not on the
+    # command line, which `ps` shows to everyone on the machine.
+    with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
+        f.write(properties(account().java()))
+    cmd = [java_executable(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dorg.apache.logging.log4j.level=WARN",
+           "-cp", os.pathsep.join(map(str, classpath)), main_class,
+           "--bootstrap-server", bootstrap_servers(), "--command-config", f.name, *map(str, args)]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"kafka-{tool}.sh did not finish within {timeout:.0f} s.",
+                           hint="Is every broker up (`python -m cluster status`)?") from None
+    finally:
+        os.unlink(f.name)
+    text = out.stdout.rstrip()
+    if out.returncode != 0:
+        said = [line for line in (out.stderr or out.stdout).strip().splitlines() if line.strip()]
+        raise ClusterError(f"kafka-{tool}.sh {' '.join(args)} failed (exit code {out.returncode}): "
+                           + " | ".join(said[-4:]),
+                           hint=f"`kafka_cli('{tool}', '--help')` lists what it takes; names are full ones "
+                                "(lab.topic(...), lab.group(...)).")
+    if echo:
+        print(f"$ kafka-{tool}.sh {' '.join(args)}\n{text}")
+    return text
