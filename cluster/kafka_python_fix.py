@@ -1,6 +1,6 @@
-"""Three fixes for kafka-python 3.0.12, applied when `cluster` is imported: a race in group
-membership, an admin client that keeps asking a controller that is gone, and a consumer whose
-poll() raises when a broker dies.
+"""Four fixes for kafka-python 3.0.12, applied when `cluster` is imported: a race in group
+membership, an admin client that keeps asking a controller that is gone, a consumer whose
+poll() raises when a broker dies, and a wait for new topics that asks one broker only.
 
 ## 1. Group membership
 
@@ -42,6 +42,17 @@ still serve its group (seen in `make bench`'s class load run: many of 30 consume
 broker's SIGKILL). The fix lets that poll return what it has, as a poll that found no
 coordinator within its timeout does; the next poll looks again.
 
+## 4. A new topic "ready" on one broker only
+
+`KafkaAdminClient.wait_for_topics` (and `create_topics(..., wait_for_metadata=True)`) asks one
+broker until the topic has a leader for every partition, then returns. The next request may go
+to another broker, which has not applied the topic's metadata yet: `describe_topics` then lists
+the topic with no partitions (seen once in CI, under load: a test described a three-partition
+topic right after the wait and got none). A student's `fresh_topic`, then a description, would
+see the same. The fix waits, within the same deadline, until every broker it can reach reports
+the topic ready; a broker that cannot be reached is left out (it reads the cluster's metadata
+when it comes back, before it serves anyone).
+
 Only the pinned version is patched: a new kafka-python is checked again before its pin moves.
 Each fault is written up for kafka-python's maintainers, with a reproduction, in
 `kafka_python_upstream.md` beside this file; the module logs once (INFO, logger
@@ -77,8 +88,9 @@ def apply() -> bool:
     ConsumerCoordinator.need_rejoin = need_rejoin
     _patch_admin_controller()
     _patch_coordinator_lookup()
+    _patch_wait_for_topics()
     logging.getLogger(__name__).info("kafka-python %s patched by the course (the group join race, the admin "
-                                     "client's controller, poll() at a coordinator's death): see "
+                                     "client's controller, poll() at a coordinator's death, a new topic ready on every broker): see "
                                      "cluster/kafka_python_upstream.md", PATCHED_VERSION)
     return True
 
@@ -116,6 +128,55 @@ def _patch_coordinator_lookup() -> None:
 
     ensure_coordinator_ready_async.course_fix = True
     BaseCoordinator.ensure_coordinator_ready_async = ensure_coordinator_ready_async
+
+
+def topics_on_broker(admin, node_id: int, names: list[str]) -> dict[str, dict]:
+    """What broker `node_id` itself says of topics `names` (a metadata request sent to it alone):
+    {name: the topic's metadata dict, with "partitions"}."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    async def ask():
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names],
+                                  allow_auto_topic_creation=False)
+        response = await admin._manager.send(request, node_id=node_id)
+        return {t["name"]: t for t in response.to_dict()["topics"]}
+
+    return admin._manager.run(ask)
+
+
+def _patch_wait_for_topics() -> None:
+    import time
+
+    from kafka import errors
+    from kafka.admin.client import KafkaAdminClient
+
+    original = KafkaAdminClient.wait_for_topics
+    unreachable = (errors.UnknownBrokerIdError, errors.KafkaConnectionError, errors.NodeNotReadyError,
+                   errors.RequestTimedOutError)
+
+    def wait_for_topics(self, topic_names, timeout_ms=10000):
+        if not topic_names:
+            return
+        names = list(topic_names)
+        deadline = time.monotonic() + timeout_ms / 1000
+        original(self, names, timeout_ms)   # ready on one broker
+        for broker in self._manager.cluster.brokers():
+            while True:
+                try:
+                    seen = topics_on_broker(self, broker.node_id, names)
+                except unreachable:   # down or restarting: it catches up before it serves again
+                    break
+                pending = {n: why for n in names if (why := self._topic_not_ready_reason(seen.get(n)))}
+                if not pending:
+                    break
+                if time.monotonic() >= deadline:
+                    raise errors.KafkaTimeoutError(f"Topics not ready on broker {broker.node_id} after "
+                                                   f"{timeout_ms}ms: {pending}")
+                time.sleep(0.05)
+
+    wait_for_topics.course_fix = True
+    wait_for_topics.__doc__ = original.__doc__
+    KafkaAdminClient.wait_for_topics = wait_for_topics
 
 
 APPLIED = apply()

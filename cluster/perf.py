@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tempfile
 
 from . import jars
 from .connect import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
-from .process import properties
+from .process import login_file
 
 # The tool's summary line, e.g. "200000 records sent, 59123.4 records/sec (5.64 MB/sec), 310.20 ms avg
 # latency, 612.00 ms max latency, 290 ms 50th, 520 ms 95th, 580 ms 99th, 610 ms 99.9th."
@@ -34,21 +33,16 @@ def java_producer_perf(topic: str, records: int = 200_000, record_size: int = 10
     batch_size="1048576", linger_ms="20"). Returns the tool's summary as a dict."""
     props = {**account().java(), "bootstrap.servers": bootstrap_servers(),
              **{k.replace("_", "."): str(v) for k, v in producer_props.items()}}
-    # The login goes in a file readable by you only (a temporary file is made so), not on the
-    # command line (`ps` shows that).
-    with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
-        f.write(properties(props))
-    cmd = [java_executable(), "-Xmx384m", "-Dorg.apache.logging.log4j.level=WARN",
-           "-cp", os.pathsep.join(map(str, jars.jars("kafka-tools"))),
-           "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
-           "--record-size", str(record_size), "--throughput", "-1", "--producer.config", f.name]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise ClusterError(f"The Java perf test did not finish {records} records within {timeout_s:.0f} s.",
-                           hint="Is every broker up (`python -m cluster status`)? Try fewer records.") from None
-    finally:
-        os.unlink(f.name)
+    with login_file(props) as login:
+        cmd = [java_executable(), "-Xmx384m", "-Dorg.apache.logging.log4j.level=WARN",
+               "-cp", os.pathsep.join(map(str, jars.jars("kafka-tools"))),
+               "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
+               "--record-size", str(record_size), "--throughput", "-1", "--producer.config", login]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise ClusterError(f"The Java perf test did not finish {records} records within {timeout_s:.0f} s.",
+                               hint="Is every broker up (`python -m cluster status`)? Try fewer records.") from None
     found = [m for line in out.stdout.splitlines() if (m := SUMMARY.search(line))]
     if out.returncode != 0 or not found:
         tail = (out.stderr or out.stdout).strip().splitlines()[-5:]

@@ -10,8 +10,10 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections import deque
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -45,6 +47,19 @@ def properties(values: dict) -> str:
                 out.append(ch)
         return "".join(out)
     return "".join(f"{escaped(k, key=True)}={escaped(v)}\n" for k, v in values.items())
+
+
+@contextmanager
+def login_file(values: dict):
+    """A Java properties file of `values` (a login) for a tool's `--command-config` or
+    `--producer.config`, removed afterwards: a temporary file only its owner can read, where the
+    command line would show the password to everyone on the machine (`ps`)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
+        f.write(properties(values))
+    try:
+        yield f.name
+    finally:
+        os.unlink(f.name)
 
 
 def write_private(path: Path, text: str) -> None:

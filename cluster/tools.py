@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 
 from . import jars
 from .connect import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
-from .process import properties
+from .process import login_file
 
 # tool -> (the jar bundle that has it, its main class). kafka-configs.sh is still Kafka's core
 # (Scala) in 4.1; the others moved to the tools module.
@@ -41,20 +40,15 @@ def kafka_cli(tool: str, *args: str, timeout: float = TIMEOUT_S, echo: bool = Tr
         raise ValueError(f"no tool {tool!r}; the kit runs {', '.join(TOOLS)}")
     bundle, main_class = TOOLS[tool]
     classpath = jars.kafka_classpath() if bundle == "kafka" else jars.jars(bundle)
-    # The login goes in a file only you can read (a temporary file is made so), not on the
-    # command line, which `ps` shows to everyone on the machine.
-    with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
-        f.write(properties(account().java()))
-    cmd = [java_executable(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dorg.apache.logging.log4j.level=WARN",
-           "-cp", os.pathsep.join(map(str, classpath)), main_class,
-           "--bootstrap-server", bootstrap_servers(), "--command-config", f.name, *map(str, args)]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise ClusterError(f"kafka-{tool}.sh did not finish within {timeout:.0f} s.",
-                           hint="Is every broker up (`python -m cluster status`)?") from None
-    finally:
-        os.unlink(f.name)
+    with login_file(account().java()) as login:
+        cmd = [java_executable(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dorg.apache.logging.log4j.level=WARN",
+               "-cp", os.pathsep.join(map(str, classpath)), main_class,
+               "--bootstrap-server", bootstrap_servers(), "--command-config", login, *map(str, args)]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ClusterError(f"kafka-{tool}.sh did not finish within {timeout:.0f} s.",
+                               hint="Is every broker up (`python -m cluster status`)?") from None
     text = out.stdout.rstrip()
     if out.returncode != 0:
         said = [line for line in (out.stderr or out.stdout).strip().splitlines() if line.strip()]

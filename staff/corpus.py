@@ -1018,7 +1018,7 @@ c.close()
                    "def accepts(acks, min_insync, in_sync):\n"
                    "    return TABLE[(acks, min_insync, in_sync)]\n"),
               Edit("lab7-predict", "sub", "import numpy as np\npredicted_kept = np.int64(100)\n", "predicted_kept = 50\n")),
-             fails(), note="you predicted 100 of 100"),
+             fails(), note="predicted_kept: you predicted 100, the demo showed 50"),
     Scenario("producer-acks-1-and-consumer-from-latest", "lab7", "the producer waits for the leader only "
              "(acks=1); the consumer leaves auto_offset_reset at its default ('latest')",
              (Edit("lab7-producer", "sub", 'acks=1, enable_idempotence=False', 'acks="all", enable_idempotence=True'),

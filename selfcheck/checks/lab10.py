@@ -25,7 +25,7 @@ from functools import cache
 
 from cluster.safe_files import make_dirs, read_text, write_text
 
-from . import CheckFailed, Context, RaisedInKernel, check, expect, expect_equal, prediction
+from . import CheckFailed, Context, RaisedInKernel, check, expect, expect_equal, prediction, prediction_feedback
 from .kafka_state import describe_topic, read_all, topic_configs
 
 FLIGHTS = 12                          # seeded flights per check
@@ -251,19 +251,14 @@ def judges_compatibility(ctx: Context) -> str:
                                                                     for x in v.values()),
                            '{"gate without a default": "full", "backward", "forward" or "none", "int to long": ...}',
                            "your compatibility for two of section 2's changes to the flight schema")
-    return f"{len(kinds)} changes; " + compatibility_feedback({k: predicted[k].strip().lower() for k in CHANGES_TRUTH})
+    return f"{len(kinds)} changes; " + prediction_feedback(
+        "predicted_compatibility", {k: predicted[k].strip().lower() for k in CHANGES_TRUTH}, CHANGES_TRUTH,
+        "A new field without a default cannot be filled in when a new reader reads old data (old readers skip "
+        "it), and an old reader cannot fit a long into an int (a new one reads an old int as a long).")
 
 
 # The two changes the notebook asks to predict, as Avro's rules (and the demo's decoding) judge them.
 CHANGES_TRUTH = {"gate without a default": "forward", "int to long": "backward"}
-
-
-def compatibility_feedback(predicted: dict) -> str:
-    if predicted == CHANGES_TRUTH:
-        return "predicted_compatibility: right for both changes"
-    return (f"predicted_compatibility: you predicted {predicted}, Avro's rules give {CHANGES_TRUTH} (not scored): a "
-            "new field without a default cannot be filled in when a new reader reads old data (old readers skip it), "
-            "and an old reader cannot fit a long into an int (a new one reads an old int as a long)")
 
 
 # --- q3: a registry on a compacted topic ----------------------------------------------------

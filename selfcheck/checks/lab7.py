@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import time
 
-from . import CheckFailed, Context, LabPolicy, check, expect, prediction, shown_in_kernel
+from . import CheckFailed, Context, LabPolicy, check, expect, prediction, prediction_feedback
 from .scripts import start, stop, wait
 
 # Its checks break a cluster of the grading's own. The self-test grades at most two lab 7
@@ -481,20 +481,16 @@ def producer_under_faults(ctx: Context) -> str:
                            "how many of the 100 records acknowledged in section 5's first run (acks=1) the topic "
                            "still holds at the end")
     return (f"{len(fed)} records, broker {victim} stopped then broker {leader} killed; "
-            f"{dupes} duplicate{'s' if dupes != 1 else ''} in the log; " + kept_feedback(ctx, int(predicted)))
+            f"{dupes} duplicate{'s' if dupes != 1 else ''} in the log; "
+            + prediction_feedback("predicted_kept", int(predicted), KEPT_ACKS_1,
+                                  "The returning follower never had the 50 late records, and the old leader cut "
+                                  "its log back to the new leader's: acks=1's acknowledgements said nothing "
+                                  "about the follower."))
 
 
-def kept_feedback(ctx: Context, predicted: int) -> str:
-    """The prediction against section 5's run when the kernel has it (a self-check; a grading
-    leaves demos out): the lesson either way, never scored."""
-    lesson = ("the returning follower never had the 50 late records and the old leader cut its log back "
-              "to the new leader's: acks=1's acknowledgements said nothing about the follower")
-    shown = shown_in_kernel(ctx, "kept_of.get('fragile')")
-    if not isinstance(shown, int) or isinstance(shown, bool):
-        return f"predicted_kept: you predicted {predicted} of 100 (not scored): {lesson}."
-    if predicted == shown:
-        return f"predicted_kept: right, the topic kept {shown} of 100"
-    return f"predicted_kept: you predicted {predicted}, the topic kept {shown} of 100 (not scored): {lesson}."
+# What section 5's first run keeps of its 100 acknowledged records, on any machine (its demo
+# prints it; test_solutions_run holds it to that).
+KEPT_ACKS_1 = 50
 
 
 # --- lab7-q4 -------------------------------------------------------------------------------------

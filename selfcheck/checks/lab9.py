@@ -19,7 +19,16 @@ from pathlib import Path
 
 from cluster.safe_files import kind, list_dir, make_dirs, remove
 
-from . import CheckFailed, Context, LabPolicy, check, expect, in_sandbox, prediction
+from . import (
+    CheckFailed,
+    Context,
+    LabPolicy,
+    check,
+    expect,
+    in_sandbox,
+    prediction,
+    prediction_feedback,
+)
 from .kafka_state import graders_topic, read_all, short_name
 from .scripts import read_student_file, start, stop, wait
 
@@ -670,21 +679,15 @@ def job_exactly_once(ctx: Context) -> str:
                            and all(isinstance(x, bool) for x in v.values()),
                            '{"closed": True or False, "open": True or False}',
                            "whether each of section 5's late flights is counted in its hour")
-    return "; ".join(history) + "; " + late_feedback({k: predicted[k] for k in LATE_TRUTH})
+    return "; ".join(history) + "; " + prediction_feedback(
+        "predicted_counted", {k: predicted[k] for k in LATE_TRUTH}, LATE_TRUTH,
+        "Append mode writes an hour once the watermark passes its end and never again, so a flight for it that "
+        "comes later is dropped; an hour still open takes a late flight whatever its own time (the watermark "
+        "drops by window, not by event).")
 
 
 # What section 5's demo shows, whatever the machine: the rule of append mode and the watermark.
 LATE_TRUTH = {"closed": False, "open": True}
-
-
-def late_feedback(predicted: dict) -> str:
-    """Right, or the lesson (never scored): the late flights' fate follows from the rule alone."""
-    if predicted == LATE_TRUTH:
-        return "predicted_counted: right, the closed hour's late flight was dropped and the open hour's counted"
-    return (f"predicted_counted: you predicted {predicted}, the demo showed {LATE_TRUTH} (not scored): append mode "
-            "writes an hour once the watermark passes its end and never again, so a flight for it that comes later "
-            "is dropped; an hour still open takes a late flight whatever its own time (the watermark drops by "
-            "window, not by event)")
 
 
 # --- lab9-q5: two streams joined, flights with the weather of their airport and hour ---------
