@@ -59,6 +59,7 @@ from pathlib import Path
 import psutil
 
 from cluster.settings import ROOT, env, jars_cache
+from cluster.waiting import wait_for
 
 from selfcheck.checks.scripts import kill_tree, running, wait_dead
 
@@ -363,15 +364,13 @@ class Cgroups:
 
     def remove(self, timeout_s: float = 5) -> None:
         """Delete the groups (possible once their last process has exited)."""
-        deadline = time.monotonic() + timeout_s
+        def removed(folder: Path) -> bool:
+            folder.rmdir()
+            return True
+
         for folder in self.dirs:
-            while folder.exists():
-                try:
-                    folder.rmdir()
-                except OSError:
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(0.1)
+            if folder.exists():
+                wait_for(lambda folder=folder: removed(folder), timeout_s=timeout_s, every_s=0.1, retry_on=(OSError,))
 
 
 def bounds_off(cgroups: Cgroups | None = None, parent: str | None = None) -> str:
@@ -693,26 +692,22 @@ class Jail:
         the same moment (then none can resume another). A process that forks, or resumes
         others (SIGCONT), while we stop them is caught by looking again; False if the sandbox
         could not be frozen within the deadline (the caller kills it)."""
-        deadline = time.monotonic() + deadline_s
-        while True:
+        def still_running() -> list:
             running = []
             for p in self.processes()[1:]:
                 try:
                     if not stopped(p):
                         running.append(p)
+                        p.suspend()
                 except psutil.Error:
                     pass
-            if not running:
-                return True
-            if time.monotonic() > deadline:
-                self.unfrozen = [describe_process(p) for p in running[:5]]   # for the staff notes
-                return False
-            for p in running:
-                try:
-                    p.suspend()
-                except psutil.Error:
-                    pass
-            time.sleep(0.005)   # let the signals land before looking again
+            return running
+
+        # a short pause: let the signals land before looking again
+        waited = wait_for(still_running, timeout_s=deadline_s, until=lambda running: not running, every_s=0.005)
+        if not waited:
+            self.unfrozen = [describe_process(p) for p in waited.last[:5]]   # for the staff notes
+        return waited.done
 
     def thaw(self, main_only: bool = False) -> None:
         main = self.main()

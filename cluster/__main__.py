@@ -94,11 +94,8 @@ def _admin():
 
 
 def cmd_users(c: Cluster, a) -> None:
-    admin = _admin()
-    try:
+    with _admin() as admin:
         names = accounts.users(admin)
-    finally:
-        admin.close()
     print("\n".join(names) if names else "No users yet (`python -m cluster add-user NAME` makes one).")
 
 
@@ -108,23 +105,17 @@ def cmd_add_user(c: Cluster, a) -> None:
     ns = a.name
     given = settings.env("KAFKA_PASSWORD")
     account = accounts.Account(ns, given or accounts.new_password())
-    admin = _admin()
-    try:
+    with _admin() as admin:
         accounts.setup_cluster(admin)
         accounts.grant(admin, account, ns)
-    finally:
-        admin.close()
     print(f"User {ns!r} may use the topics, groups and transactional ids named '{ns}.*'.")
     if not given:
         print(f"KAFKA_USERNAME={ns}\nKAFKA_PASSWORD={account.password}")
 
 
 def cmd_remove_user(c: Cluster, a) -> None:
-    admin = _admin()
-    try:
+    with _admin() as admin:
         accounts.revoke(admin, a.name)
-    finally:
-        admin.close()
     print(f"User {a.name!r} and its ACLs are gone (its topics stay until deleted).")
 
 

@@ -26,7 +26,6 @@ import json
 import os
 import secrets
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -40,6 +39,7 @@ from .errors import ClusterError
 from .java import java_executable
 from .process import listening_ports, properties, write_private
 from .safe_files import kind, make_dirs, tail_text
+from .waiting import wait_for
 
 BASIC_AUTH = "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension"
 LOGIN_MODULE = "org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule"
@@ -116,30 +116,33 @@ class ConnectWorker:
                                              start_new_session=True)
             else:
                 self.proc = self.launch(cmd, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        while True:
+        def states() -> dict:
             if self.proc.poll() is not None:
                 raise ClusterError(f"The Connect worker exited (code {self.proc.returncode}) before its connectors "
                                    f"ran: {self.log_tail()}", hint=f"Read {self.folder / LOG_FILE}.")
             if not self.fixed_port and self.port is None:
                 self.port = self._rest_port()
-            states = self.status() if self.port else {}
-            failed = {n: s for n, s in states.items() if "FAILED" in [s["connector"], *s["tasks"]]}
-            if failed:
-                name, state = next(iter(failed.items()))
-                self.stop()
-                raise ClusterError(f"Connector {name!r} failed: {state.get('trace', '')[:400]}",
-                                   hint="Check its settings (file, topic or topics) and that the topic is yours "
-                                        "(lab.topic(...)).")
-            if len(states) == len(self.connectors) and all(
+            return self.status() if self.port else {}
+
+        def settled(states: dict) -> bool:   # every connector and task running, or one failed
+            return any("FAILED" in [s["connector"], *s["tasks"]] for s in states.values()) or (
+                len(states) == len(self.connectors) and all(
                     s["connector"] == "RUNNING" and s["tasks"] and set(s["tasks"]) == {"RUNNING"}
-                    for s in states.values()):
-                return self
-            if time.monotonic() > deadline:
-                self.stop()
-                raise ClusterError(f"The Connect worker's connectors were not running within {timeout_s:.0f} s: "
-                                   f"{states}", hint=f"Read {self.folder / LOG_FILE}.")
-            time.sleep(0.5)
+                    for s in states.values()))
+
+        waited = wait_for(states, timeout_s=timeout_s, until=settled, every_s=0.5)
+        failed = {n: s for n, s in waited.last.items() if "FAILED" in [s["connector"], *s["tasks"]]}
+        if failed:
+            name, state = next(iter(failed.items()))
+            self.stop()
+            raise ClusterError(f"Connector {name!r} failed: {state.get('trace', '')[:400]}",
+                               hint="Check its settings (file, topic or topics) and that the topic is yours "
+                                    "(lab.topic(...)).")
+        if not waited:
+            self.stop()
+            raise ClusterError(f"The Connect worker's connectors were not running within {timeout_s:.0f} s: "
+                               f"{waited.last}", hint=f"Read {self.folder / LOG_FILE}.")
+        return self
 
     def status(self) -> dict:
         """name -> {"connector": "RUNNING", "tasks": ["RUNNING"], "trace": ...}, from the REST API

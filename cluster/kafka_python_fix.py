@@ -145,10 +145,10 @@ def topics_on_broker(admin, node_id: int, names: list[str]) -> dict[str, dict]:
 
 
 def _patch_wait_for_topics() -> None:
-    import time
-
     from kafka import errors
     from kafka.admin.client import KafkaAdminClient
+
+    from .waiting import wait_for
 
     original = KafkaAdminClient.wait_for_topics
     unreachable = (errors.UnknownBrokerIdError, errors.KafkaConnectionError, errors.NodeNotReadyError,
@@ -158,21 +158,21 @@ def _patch_wait_for_topics() -> None:
         if not topic_names:
             return
         names = list(topic_names)
-        deadline = time.monotonic() + timeout_ms / 1000
         original(self, names, timeout_ms)   # ready on one broker
+
+        def pending_on(node_id: int) -> dict:
+            try:
+                seen = topics_on_broker(self, node_id, names)
+            except unreachable:   # down or restarting: it catches up before it serves again
+                return {}
+            return {n: why for n in names if (why := self._topic_not_ready_reason(seen.get(n)))}
+
         for broker in self._manager.cluster.brokers():
-            while True:
-                try:
-                    seen = topics_on_broker(self, broker.node_id, names)
-                except unreachable:   # down or restarting: it catches up before it serves again
-                    break
-                pending = {n: why for n in names if (why := self._topic_not_ready_reason(seen.get(n)))}
-                if not pending:
-                    break
-                if time.monotonic() >= deadline:
-                    raise errors.KafkaTimeoutError(f"Topics not ready on broker {broker.node_id} after "
-                                                   f"{timeout_ms}ms: {pending}")
-                time.sleep(0.05)
+            waited = wait_for(lambda b=broker.node_id: pending_on(b), timeout_s=timeout_ms / 1000,
+                              until=lambda pending: not pending, every_s=0.05)
+            if not waited:
+                raise errors.KafkaTimeoutError(f"Topics not ready on broker {broker.node_id} after "
+                                               f"{timeout_ms}ms: {waited.last}")
 
     wait_for_topics.course_fix = True
     wait_for_topics.__doc__ = original.__doc__

@@ -182,11 +182,8 @@ def start(home: Path, namespace: str, echo=print) -> OwnCluster:
 
 def _with_user(cluster, namespace: str) -> OwnCluster:
     account = cluster.add_student(namespace)
-    admin = cluster.admin()
-    try:
+    with cluster.admin() as admin:
         accounts.allow_cluster_view(admin, account.username)
-    finally:
-        admin.close()
     return OwnCluster(cluster.cfg.bootstrap_servers, account, cluster)
 
 

@@ -181,12 +181,9 @@ def kafka_login(name: str) -> dict[str, str]:
     from cluster.connect import admin_client
 
     account = accounts.Account(name, accounts.new_password())
-    admin = admin_client("course-hub", request_timeout_ms=15_000)
-    try:
+    with admin_client("course-hub", request_timeout_ms=15_000) as admin:
         accounts.setup_cluster(admin)
         accounts.grant(admin, account, name)
-    finally:
-        admin.close()
     return {"COURSE_MODE": "hosted", "LAB_NAMESPACE": name, "KAFKA_USERNAME": name,
             "KAFKA_PASSWORD": account.password, "KAFKA_BOOTSTRAP_SERVERS": students_servers()}
 
@@ -196,11 +193,8 @@ def revoke_kafka_login(name: str) -> None:
     server stopped (a script started with nohup, a password copied elsewhere) reaches Kafka."""
     from cluster.connect import admin_client
 
-    admin = admin_client("course-hub", request_timeout_ms=15_000)
-    try:
+    with admin_client("course-hub", request_timeout_ms=15_000) as admin:
         accounts.revoke(admin, name)
-    finally:
-        admin.close()
 
 
 # --- the spawner's hooks ----------------------------------------------------------------------

@@ -56,13 +56,10 @@ def footprint(connection: dict, namespace: str) -> dict:
     start_lab() deletes the topics."""
     from cluster.connect import in_namespace
 
-    admin = admin_client("selftest", connection)
-    try:
+    with admin_client("selftest", connection) as admin:
         topics = [t for t in admin.list_topics() if in_namespace(namespace, t)]
         partitions = sum(len(t["partitions"]) for t in admin.describe_topics(topics)) if topics else 0
         return {"topics": len(topics), "partitions": partitions, "groups": len(namespace_groups(admin, namespace))}
-    finally:
-        admin.close()
 
 
 def run(lab: str, notebook: Path, demos: bool = False) -> dict:
@@ -72,11 +69,8 @@ def run(lab: str, notebook: Path, demos: bool = False) -> dict:
     namespace = f"self-{lab}-{secrets.token_hex(4)}"
     account = Account(namespace, accounts.new_password())
     connection = admin_connection()
-    admin = admin_client("selftest", connection)
-    try:
+    with admin_client("selftest", connection) as admin:
         accounts.grant(admin, account, namespace)
-    finally:
-        admin.close()
     folder = Path(tempfile.mkdtemp(prefix=f"as-student-{lab}-"))
     copy_release(lab, folder)
     env = {k: v for k, v in os.environ.items() if k != "COURSE_OWN_CLUSTER"}

@@ -28,6 +28,7 @@ import psutil
 from autograder.pipeline import RELEASE, SOLUTIONS, course_labs, grading_secret, graded_parts
 from autograder.results import visible_scores
 from cluster.settings import ROOT
+from cluster.waiting import wait_for
 from selfcheck.checks import policy
 
 from .corpus import Scenario, scenarios, student_work
@@ -179,10 +180,9 @@ def kafka_access_left(user: str) -> list[str]:
         raise SystemExit(f"selftest: the Kafka cluster does not answer ({type(e).__name__}); the corpus is graded "
                          "on it. Start it with `make up` (or `python -m cluster up`), then run this again.") from None
     try:
-        deadline = time.monotonic() + 10   # the brokers learn of a deletion a moment after the controller
-        while user in accounts.users(admin) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = ["password"] if user in accounts.users(admin) else []
+        # the brokers learn of a deletion a moment after the controller
+        gone = wait_for(lambda: user not in accounts.users(admin), timeout_s=10, every_s=0.2)
+        left = [] if gone else ["password"]
         acls, _ = admin.describe_acls(ACLFilter(f"User:{user}", None, ACLOperation.ANY, ACLPermissionType.ANY,
                                                 ResourcePatternFilter(ResourceType.ANY, None,
                                                                       ACLResourcePatternType.ANY)))

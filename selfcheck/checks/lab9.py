@@ -111,13 +111,10 @@ def graders_flights(ctx: Context, cut_hour: int | None = None) -> list[dict]:
 def send(ctx: Context, topic: str, events: list[dict]) -> None:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(**ctx.kafka, acks="all")
-    try:
+    with KafkaProducer(**ctx.kafka, acks="all") as producer:
         for e in events:
             producer.send(topic, key=e["origin"].encode(), value=json.dumps(e).encode())
         producer.flush(30)
-    finally:
-        producer.close()
 
 
 def flights_topic(ctx: Context, events: list[dict], partitions: int = 3) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster.safe_files import RefusedPath, read_bytes, tail_text
+from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, expect
 
@@ -114,9 +115,7 @@ def running(p) -> bool:
 
 def wait_dead(procs: list, timeout_s: float) -> None:
     """Until every one of these psutil processes is dead (a zombie is dead enough), at most timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(running(p) for p in procs):
-        time.sleep(0.01)
+    wait_for(lambda: not any(running(p) for p in procs), timeout_s=timeout_s, every_s=0.01)
 
 
 def kill_tree(pid: int, deadline_s: float = 5) -> None:

@@ -74,15 +74,12 @@ def test_the_config_folders_are_readable_by_every_user(tmp_path, monkeypatch):
 
 def create_topic(env: dict, topic: str) -> None:
     """Make a topic (and delete it again) with the login a server's environment holds."""
-    admin = KafkaAdminClient(bootstrap_servers=env["KAFKA_BOOTSTRAP_SERVERS"], security_protocol="SASL_PLAINTEXT",
-                             sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=env["KAFKA_USERNAME"],
-                             sasl_plain_password=env["KAFKA_PASSWORD"], bootstrap_timeout_ms=10_000,
-                             request_timeout_ms=10_000)
-    try:
+    with KafkaAdminClient(bootstrap_servers=env["KAFKA_BOOTSTRAP_SERVERS"], security_protocol="SASL_PLAINTEXT",
+                          sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=env["KAFKA_USERNAME"],
+                          sasl_plain_password=env["KAFKA_PASSWORD"], bootstrap_timeout_ms=10_000,
+                          request_timeout_ms=10_000) as admin:
         admin.create_topics([NewTopic(topic, 1, 3)])
         admin.delete_topics([topic])
-    finally:
-        admin.close()
 
 
 def test_each_server_gets_a_kafka_login_for_its_namespace_only(cluster):
