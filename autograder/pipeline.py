@@ -30,7 +30,7 @@ import nbformat
 
 from cluster import accounts
 from cluster.accounts import Account
-from cluster.connect import (admin_client, admin_connection, anything_listens, bootstrap_servers, group_ids,
+from cluster.clients import (admin_client, admin_connection, anything_listens, bootstrap_servers, group_ids,
                              in_namespace)
 from cluster.process import listening_ports
 from cluster.safe_files import RefusedPath, read_bytes
@@ -508,7 +508,7 @@ def sandbox_limits(lab: str) -> Limits:
     return replace(LIMITS, processes=policy(lab).sandbox_processes or LIMITS.processes)
 
 
-def grade(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = None, student: str = "",
+def grade_notebook(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = None, student: str = "",
           cell_timeout: float = CELL_TIMEOUT_S, total_timeout: float = TOTAL_TIMEOUT_S,
           sandbox: bool = True) -> GradingResult:
     """Grade one submission (a path, or a notebook already read). Always returns a result;

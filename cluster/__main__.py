@@ -9,7 +9,7 @@ import sys
 
 from . import accounts, cli, jars, settings
 from .errors import ClusterError
-from .kafka import STATUS_HEADER, Cluster
+from .brokers import STATUS_HEADER, Cluster
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -85,7 +85,7 @@ def cmd_jars(c: Cluster, a) -> None:
 def _admin():
     """The course's admin on the cluster the environment names (the local one by default;
     KAFKA_ADMIN_PASSWORD and KAFKA_ADMIN_BOOTSTRAP_SERVERS for a hosted or compose one)."""
-    from .connect import admin_client
+    from .clients import admin_client
 
     try:
         return admin_client("course-cli", request_timeout_ms=15_000)
@@ -122,7 +122,7 @@ def cmd_remove_user(c: Cluster, a) -> None:
 def cmd_clean(c: Cluster, a) -> None:
     """Your namespace's topics and consumer groups, deleted as you (your login; on a hub too):
     what a class leaves on a shared cluster is what its students have not freed."""
-    from .connect import bootstrap_servers, connection, namespace
+    from .clients import bootstrap_servers, connection, namespace
     from .lab import Lab
 
     lab = Lab("clean", bootstrap_servers(), namespace(), connection())

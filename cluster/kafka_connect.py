@@ -34,7 +34,7 @@ from typing import Callable
 import psutil
 
 from . import jars
-from .connect import account, bootstrap_servers
+from .clients import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
 from .process import listening_ports, properties, write_private

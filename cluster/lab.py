@@ -27,7 +27,7 @@ from datetime import datetime, timedelta, timezone
 from functools import cached_property
 
 from . import settings
-from .connect import (admin_client, anything_listens, bootstrap_servers, connection, group_ids, group_name,
+from .clients import (admin_client, anything_listens, bootstrap_servers, connection, group_ids, group_name,
                       in_namespace, namespace, topic_name, transactional_id)
 from .waiting import wait_for
 
@@ -60,7 +60,7 @@ class Lab:
 
     def librdkafka_connection(self) -> dict:
         """confluent-kafka's settings for the same servers and login: Producer(lab.librdkafka_connection())."""
-        from .connect import librdkafka_connection
+        from .clients import librdkafka_connection
 
         return librdkafka_connection()
 
@@ -168,7 +168,7 @@ class Lab:
         """The segment files of one partition (a full topic name) on its leader's disk, oldest
         first: base offset, bytes of its .log, and its files. Only on the local cluster, whose
         data folders are on this machine."""
-        from .connect import mode
+        from .clients import mode
 
         leader = next((p["leader_id"] for t in self.admin.describe_topics([topic]) for p in t["partitions"]
                        if p["partition_index"] == partition), None)

@@ -1,6 +1,6 @@
 """One place for the cluster's ports, folders, pins and Kafka settings.
 
-The local cluster (cluster/kafka.py), the connection helper (cluster/connect.py), the
+The local cluster (cluster/brokers.py), the connection helper (cluster/clients.py), the
 compose file's test (tests/cluster/test_compose.py) and the README all read from here.
 """
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import jars
 from . import settings as course_settings
-from .connect import account, bootstrap_servers, group_name
+from .clients import account, bootstrap_servers, group_name
 from .waiting import wait_for
 
 # Sized for an 8 GB laptop that also runs three brokers and JupyterLab.

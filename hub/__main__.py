@@ -46,7 +46,7 @@ def install(python: str) -> Path:
 
 def run() -> None:
     from cluster import jars
-    from cluster.kafka import Cluster
+    from cluster.brokers import Cluster
     from cluster.settings import jars_cache, pins
 
     # labs 8-10 start JVMs with the pinned jars: one cache for all users, readable by all

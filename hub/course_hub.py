@@ -162,7 +162,7 @@ def admin_login() -> tuple[str, str]:
     """The course admin's bootstrap servers and password: another cluster's if
     KAFKA_ADMIN_PASSWORD is set, else the local cluster of this checkout (the hub runs as root
     and reads its secrets)."""
-    from cluster.connect import admin_connection
+    from cluster.clients import admin_connection
 
     found = admin_connection()
     return found["bootstrap_servers"], found["sasl_plain_password"]
@@ -178,7 +178,7 @@ def students_servers() -> str:
 def kafka_login(name: str) -> dict[str, str]:
     """The environment that logs `name` in to Kafka with a namespace of its own: a new password
     each time, so a password seen once (an old notebook's output) stops working."""
-    from cluster.connect import admin_client
+    from cluster.clients import admin_client
 
     account = accounts.Account(name, accounts.new_password())
     with admin_client("course-hub", request_timeout_ms=15_000) as admin:
@@ -191,7 +191,7 @@ def kafka_login(name: str) -> dict[str, str]:
 def revoke_kafka_login(name: str) -> None:
     """`name`'s Kafka password and ACLs deleted (its topics stay): nothing it left running after its
     server stopped (a script started with nohup, a password copied elsewhere) reaches Kafka."""
-    from cluster.connect import admin_client
+    from cluster.clients import admin_client
 
     with admin_client("course-hub", request_timeout_ms=15_000) as admin:
         accounts.revoke(admin, name)
@@ -284,7 +284,7 @@ def check(who: dict[str, str]) -> None:
         raise HubError(f"other users may enter the home of {', '.join(open_homes[:5])} (their notebooks).",
                        "chmod 700 each home (and set HOME_MODE 0700 in /etc/login.defs for new users).")
     try:
-        from cluster.connect import admin_client
+        from cluster.clients import admin_client
         admin_client("course-hub-check", request_timeout_ms=10_000).close()
     except Exception as e:
         raise HubError(f"the course's Kafka cluster does not answer its admin ({type(e).__name__}: {e}).",

@@ -33,7 +33,7 @@ from autograder.kernel import CELL_TIMEOUT_S, DEMO_TAG
 from autograder.pipeline import copy_release, namespace_groups, remove_namespace, test_label
 from cluster import accounts
 from cluster.accounts import Account
-from cluster.connect import admin_client, admin_connection
+from cluster.clients import admin_client, admin_connection
 from selfcheck.checks import policy
 
 # A test cell runs the part's check in the kernel: it may start scripts, crash them and wait
@@ -54,7 +54,7 @@ def footprint(connection: dict, namespace: str) -> dict:
     """What a namespace holds on the cluster: its topics, their partitions (each kept on three
     brokers), its consumer groups. What one student's lab leaves behind until the next lab's
     start_lab() deletes the topics."""
-    from cluster.connect import in_namespace
+    from cluster.clients import in_namespace
 
     with admin_client("selftest", connection) as admin:
         topics = [t for t in admin.list_topics() if in_namespace(namespace, t)]

@@ -172,7 +172,7 @@ def kafka_access_left(user: str) -> list[str]:
                              ResourcePatternFilter, ResourceType)
 
     from cluster import accounts
-    from cluster.connect import admin_client
+    from cluster.clients import admin_client
 
     try:
         admin = admin_client("selftest")
@@ -253,7 +253,7 @@ def broker_settings() -> dict:
     """Every broker's configuration, as the cluster reports it."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    from cluster.connect import admin_client
+    from cluster.clients import admin_client
 
     try:
         admin = admin_client("selftest")
@@ -320,7 +320,7 @@ def run_pooled(todo: list, tmp: Path, jobs: int, runner=run) -> list:
     return [results[id(c)] for c in todo]
 
 
-def grade_all(selected: list[str], jobs: int = 2, corpus_dir: Path | None = None, only: list[str] | None = None,
+def grade_corpus(selected: list[str], jobs: int = 2, corpus_dir: Path | None = None, only: list[str] | None = None,
               via: str = "cli") -> Report:
     """Grade every case of the selected labs (the CLI: `jobs` at a time; or nbgrader), or run
     each piece of student work as its student would, with the self-checks in the kernel
@@ -376,7 +376,7 @@ def describe(o: Outcome, width: int = 0) -> str:
 def selftest(labs: list[str] | None = None, jobs: int = 2, write_corpus: str | None = None,
              only: list[str] | None = None, via: str = "cli") -> int:
     selected = labs or globals()["labs"]()
-    report = grade_all(selected, jobs, Path(write_corpus) if write_corpus else None, only, via)
+    report = grade_corpus(selected, jobs, Path(write_corpus) if write_corpus else None, only, via)
     width = max((len(f"{o.case.lab} {o.case.name}") for o in report.outcomes), default=0)
     for o in report.outcomes:
         print(describe(o, width))

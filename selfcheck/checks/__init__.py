@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from cluster.connect import admin_client, qualify
+from cluster.clients import admin_client, qualify
 
 from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten, RaisedInKernel, answer_name  # noqa: F401 - the checks' vocabulary
 from ..plain import NotPlain, plain
@@ -116,7 +116,7 @@ class Context:
     sub: Submission
     namespace: str
     # kafka-python settings of whoever the check reads as: the course's admin when grading, the
-    # student's own login in a self-check (cluster.connect.connection()).
+    # student's own login in a self-check (cluster.clients.connection()).
     kafka: dict
     seed: int = DEFAULT_SEED
     workdir: Path = field(default_factory=Path.cwd)       # the notebook's folder
@@ -263,7 +263,7 @@ def run_check(label: str, ctx: Context) -> str | None:
 def grade(label: str, user_ns: dict | None = None) -> None:
     """Called by a notebook's test cell: run the check for `label` against this notebook
     and the live cluster. Prints one line when it passes; raises CheckFailed when not."""
-    from cluster.connect import connection, namespace
+    from cluster.clients import connection, namespace
 
     if user_ns is None:
         from IPython import get_ipython

@@ -6,7 +6,7 @@ import time
 
 from kafka import KafkaConsumer, TopicPartition
 
-from cluster.connect import in_namespace
+from cluster.clients import in_namespace
 
 from . import CheckFailed, Context, expect
 from .bounded_reads import bounded_poll

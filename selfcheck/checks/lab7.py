@@ -159,7 +159,7 @@ def all_up(ctx: Context) -> None:
 def stop_one(ctx: Context, broker: int, kill: bool = False) -> None:
     """Stop (or kill) a broker and wait until the cluster has moved its leaderships and taken
     it out of every in-sync replica set."""
-    from cluster.kafka import live_brokers
+    from cluster.brokers import live_brokers
 
     (cluster_of(ctx).kill_broker if kill else cluster_of(ctx).stop_broker)(broker)
     wait_until(lambda: broker not in retried(ctx, live_brokers, "listing the live brokers"),

@@ -251,7 +251,7 @@ def log_bytes(ctx: Context, topic: str) -> int:
 
 def local_log_bytes(topic: str, leaders: dict[int, int]) -> dict[int, int]:
     """The same from the local cluster's files, for a student's own login (a self-check)."""
-    from cluster.connect import mode
+    from cluster.clients import mode
     from cluster.settings import Settings
 
     if mode() != "local":

@@ -134,7 +134,7 @@ def reference_flights(topic: str):
     """Run in the student's kernel by lab9-q2: the topic's flights as a DataFrame, its rows
     parsed here in plain Python (not with the lab's Spark answer), so that q2 does not hang on
     parse()."""
-    from cluster.connect import bootstrap_servers, connection, namespace
+    from cluster.clients import bootstrap_servers, connection, namespace
     from cluster.lab import Lab
     from cluster.spark import spark_session
 

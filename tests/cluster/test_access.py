@@ -20,7 +20,7 @@ from kafka.errors import CoordinatorNotAvailableError
 from kafka.structs import OffsetAndMetadata
 
 from cluster import accounts, connection, namespace, settings
-from cluster.connect import group_ids
+from cluster.clients import group_ids
 
 REFUSED = re.compile(r"AuthorizationFailed|AUTHORIZATION_FAILED|[Aa]uthorization failed|needs \w+ permission")
 

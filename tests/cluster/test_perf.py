@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from cluster.connect import connection
+from cluster.clients import connection
 from cluster.errors import ClusterError
 from cluster.lab import start_lab
 from cluster.perf import java_producer_perf

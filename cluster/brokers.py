@@ -268,9 +268,10 @@ class Cluster:
 
     def admin(self, **overrides):
         """A kafka-python admin client for this cluster, logged in as the course's admin."""
-        from .connect import admin_client
+        from kafka import KafkaAdminClient
 
-        return admin_client("course-cluster", self.admin_connection(), **{"request_timeout_ms": 10_000, **overrides})
+        return KafkaAdminClient(**{**self.admin_connection(), "client_id": "course-cluster", "request_timeout_ms": 10_000,
+                                   **overrides})
 
     def _poll(self, probe, watch: list[Node], timeout: float) -> tuple[bool, object]:
         """Call probe(admin) -> (done, what) until done or the deadline; fail fast if a node in
