@@ -76,7 +76,7 @@ def make_students(c, count: int) -> list[tuple[str, str]]:
         login = accounts.Account(ns, password).kafka_python()
         with KafkaAdminClient(bootstrap_servers=c.bootstrap_servers, **login) as mine:
             topics = student_topics(ns)
-            for attempt in range(5):   # a controller busy with thousands of partitions may answer late
+            for _attempt in range(5):   # a controller busy with thousands of partitions may answer late
                 missing = {t: n for t, n in topics.items() if t not in mine.list_topics()}
                 if not missing:
                     break
@@ -192,7 +192,7 @@ def run_away(servers: str, ns: str, password: str, seconds: float) -> dict:
             admin.create_topics({name: {"num_partitions": 4, "replication_factor": 3}})
             admin.delete_topics([name])
             done += 1
-        except Exception:   # noqa: BLE001 - throttled or refused: what holds the loop
+        except Exception:  # throttled or refused: what holds the loop
             refused += 1
     admin.close()
     return {"done": done, "refused": refused}
@@ -211,7 +211,7 @@ def measured(measure, *args) -> dict:
     """A measurement that must not end the run it is part of: {} (a row left empty) if it fails."""
     try:
         return measure(*args)
-    except Exception as e:     # noqa: BLE001 - reported, and the bench goes on
+    except Exception as e:  # reported, and the bench goes on
         print(f"load: {measure.__name__} failed ({type(e).__name__}: {e})", file=sys.stderr)
         return {}
 

@@ -21,7 +21,7 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 def cmd_up(c: Cluster, a) -> None:
     already = c.is_running()
     servers = c.up()
-    print(("The cluster was already running and works." if already else "The cluster is ready."))
+    print("The cluster was already running and works." if already else "The cluster is ready.")
     print(f"Bootstrap servers: {servers}")
 
 

@@ -113,7 +113,7 @@ def port_holder(host: str, port: int) -> str | None:
                 return f"pid {conn.pid} ({' '.join(proc.cmdline()[:3])[:80]})"
     except (psutil.Error, PermissionError):
         pass
-    return "another process (run `lsof -i :%d` or `ss -ltnp` to see which)" % port
+    return f"another process (run `lsof -i :{port}` or `ss -ltnp` to see which)"
 
 
 def live_brokers(admin) -> set[int]:

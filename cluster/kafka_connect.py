@@ -28,8 +28,8 @@ import secrets
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psutil
 

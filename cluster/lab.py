@@ -23,7 +23,7 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from functools import cached_property
 
 from . import settings
@@ -306,7 +306,7 @@ class Replay:
         self.start: float | None = None
 
     def event_time(self, event: dict) -> float:
-        return datetime.strptime(event[self.time_field], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        return datetime.strptime(event[self.time_field], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
     def happened(self, event_time) -> float:
         """When an event of this time (epoch seconds, or an aware or UTC datetime) happened on the
@@ -314,7 +314,7 @@ class Replay:
         if self.start is None:
             raise RuntimeError("the replay has not started: call send() first")
         if isinstance(event_time, datetime):
-            event_time = (event_time if event_time.tzinfo else event_time.replace(tzinfo=timezone.utc)).timestamp()
+            event_time = (event_time if event_time.tzinfo else event_time.replace(tzinfo=UTC)).timestamp()
         return self.start + (event_time - self.first) / self.speedup
 
     def send(self, producer, topic: str, key: str | None = "origin") -> int:

@@ -289,7 +289,7 @@ def check(who: dict[str, str]) -> None:
     except Exception as e:
         raise HubError(f"the course's Kafka cluster does not answer its admin ({type(e).__name__}: {e}).",
                        "Start it (`python -m hub run` does), or set KAFKA_ADMIN_BOOTSTRAP_SERVERS and "
-                       "KAFKA_ADMIN_PASSWORD for a cluster run elsewhere.")
+                       "KAFKA_ADMIN_PASSWORD for a cluster run elsewhere.") from None
 
 
 def proxy() -> str | None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the checkout the hub runs from
 
-from cluster.settings import env  # noqa: E402
-from hub import course_hub  # noqa: E402
+from cluster.settings import env
+from hub import course_hub
 
 c = get_config()  # noqa: F821 - provided by JupyterHub
 

@@ -103,7 +103,7 @@ def run(lab: str, notebook: Path, demos: bool = False) -> dict:
     finally:
         try:
             left = footprint(connection, namespace)
-        except Exception as e:   # noqa: BLE001 - a figure for a table, not the run's outcome
+        except Exception as e:  # a figure for a table, not the run's outcome
             left = {"error": f"{type(e).__name__}: {e}"}
         try:
             remove_namespace(connection, namespace, account.username)

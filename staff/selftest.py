@@ -176,7 +176,7 @@ def kafka_access_left(user: str) -> list[str]:
 
     try:
         admin = admin_client("selftest")
-    except Exception as e:   # noqa: BLE001 - any failure to reach the brokers means the same to the user
+    except Exception as e:  # any failure to reach the brokers means the same to the user
         raise SystemExit(f"selftest: the Kafka cluster does not answer ({type(e).__name__}); the corpus is graded "
                          "on it. Start it with `make up` (or `python -m cluster up`), then run this again.") from None
     try:
@@ -257,7 +257,7 @@ def broker_settings() -> dict:
 
     try:
         admin = admin_client("selftest")
-    except Exception as e:   # noqa: BLE001 - any failure to reach the brokers means the same to the user
+    except Exception as e:  # any failure to reach the brokers means the same to the user
         raise SystemExit(f"selftest: the Kafka cluster does not answer ({type(e).__name__}); the corpus is graded "
                          "on it. Start it with `make up` (or `python -m cluster up`), then run this again.") from None
     try:
@@ -302,7 +302,7 @@ def run_pooled(todo: list, tmp: Path, jobs: int, runner=run) -> list:
                 running[case.lab] += 1
             try:
                 results[id(case)] = runner(case, tmp)
-            except BaseException as e:   # noqa: BLE001 - reported below, by the main thread
+            except BaseException as e:  # reported below, by the main thread
                 results[id(case)] = e
             finally:
                 with turn:

@@ -25,13 +25,14 @@ from __future__ import annotations
 import importlib
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from cluster.clients import admin_client, qualify
 
-from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten, RaisedInKernel, answer_name  # noqa: F401 - the checks' vocabulary
+from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten, RaisedInKernel, answer_name  # the checks' vocabulary
 from ..plain import NotPlain, plain
 
 DEFAULT_SEED = 6544  # self-checks in a student's kernel; grading uses the course's secret seed
@@ -94,7 +95,7 @@ class LocalSubmission:
 
     def value(self, expr: str, timeout: float | None = None) -> Any:   # in the kernel: no time limit
         try:
-            found = eval(expr, self.ns)  # noqa: S307 - the student's own kernel
+            found = eval(expr, self.ns)  # the student's own kernel
         except NameError as e:
             raise MissingAnswer(answer_name(expr), str(e)) from None
         except NotImplementedError:

@@ -260,7 +260,7 @@ def leaders_and_isr(ctx: Context) -> str:
     wrong = {p: (got.get(p), truth[p]) for p in truth if got.get(p) != truth[p]}
     extra = sorted(set(got) - set(truth), key=str)
     if wrong or extra:
-        show = lambda s: None if s is None else (s[0], sorted(s[1]))  # noqa: E731
+        show = lambda s: None if s is None else (s[0], sorted(s[1]))
         lines = "; ".join(f"partition {p}: expected {show(t)}, found {show(g)}" for p, (g, t) in sorted(wrong.items()))
         hint = ("The in-sync replicas are isr_nodes, not replica_nodes: a stopped broker is still a replica, "
                 "but no longer in sync." if any(g and t[1] < g[1] for g, t in wrong.values()) else

@@ -14,7 +14,7 @@ import json
 import sqlite3
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 from cluster.safe_files import kind, list_dir, make_dirs, remove
@@ -69,7 +69,7 @@ def utc_text(value, naive_is_local: bool) -> str:
     if value.tzinfo is None and naive_is_local:
         value = value.astimezone()            # local -> aware
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(UTC).replace(tzinfo=None)
     return str(value)
 
 
@@ -143,7 +143,7 @@ def reference_flights(topic: str):
         e = json.loads(record.value)
         # aware (UTC): PySpark would read a naive datetime as the machine's local time
         rows.append((e["id"], e["carrier"], e["origin"], e["dest"], e["tailnum"], e["dep_delay"],
-                     when(e).replace(tzinfo=timezone.utc)))
+                     when(e).replace(tzinfo=UTC)))
     return spark_session().createDataFrame(rows, SCHEMA)
 
 
@@ -372,7 +372,7 @@ def output_rows(workdir: str) -> list[tuple]:
             table = parquet.read()
         except CheckFailed:
             raise
-        except Exception as e:   # noqa: BLE001 - a torn or foreign file, in the student's words
+        except Exception as e:  # a torn or foreign file, in the student's words
             raise CheckFailed(f"{OUTPUT}/{f.relative_to(folder)} is not a readable Parquet file ({type(e).__name__})",
                               hint="Let Spark's file sink write the folder; write nothing else there.") from None
         from_path = partition_values(folder, f)
@@ -536,7 +536,7 @@ class DriverWatch:
 def from_ms(ms: int) -> datetime | None:
     """A watermark of Spark's checkpoint (epoch milliseconds) as this module's naive UTC times."""
     try:
-        return datetime.fromtimestamp(ms / 1000, timezone.utc).replace(tzinfo=None)
+        return datetime.fromtimestamp(ms / 1000, UTC).replace(tzinfo=None)
     except (OverflowError, OSError, ValueError):
         return None
 
@@ -609,7 +609,7 @@ def late_events(ctx: Context, written: datetime, watermark: datetime, day: str) 
     the watermark past its end, so the grader places the first by `written`, the watermark the
     job's last micro-batch ran with: a window between it and `watermark` could go either way."""
     origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
-    make = lambda at, delay: {  # noqa: E731
+    make = lambda at, delay: {
         "id": f"{day} {FAKE_CARRIER}{ctx.rng.randrange(1000, 10000)} {origin}", "carrier": FAKE_CARRIER,
         "origin": origin, "dest": "ORD", "tailnum": None, "dep_delay": delay, "dep_time": iso(at)}
     dropped = make(hour_of(written) - timedelta(minutes=ctx.rng.randrange(1, 10)), ctx.rng.randrange(100, 400))
@@ -651,7 +651,7 @@ def job_exactly_once(ctx: Context) -> str:
     watermark = when(events[-1]) - WATERMARK
     required = {k for k in truth if datetime.strptime(k[0], "%Y-%m-%d %H:%M:%S") + 2 * WINDOW <= watermark}
     found = read_output(ctx)
-    key = lambda e: (str(hour_of(when(e))), e["origin"])  # noqa: E731
+    key = lambda e: (str(hour_of(when(e))), e["origin"])
     flights = {(str(h), o): f for h, o, f, _ in found}
     # what the late flights' rows hold when the first is counted, or the second dropped
     counted_late = flights.get(key(dropped)) == hourly_truth(events + [dropped])[key(dropped)][0]
@@ -838,7 +838,7 @@ def joins_the_weather(ctx: Context) -> str:
            expected="each flight once, with the report of the hour it left", found=f"{len(twice)} e.g. {twice[:2]}",
            hint="Bound the join in time on both sides: a report's time_hour <= dep_time < time_hour + 1 hour "
                 "(and the same origin), so a flight meets only its own hour's report.")
-    same = lambda a, b: a == b or (a is not None and b is not None and close(float(a), float(b)))  # noqa: E731
+    same = lambda a, b: a == b or (a is not None and b is not None and close(float(a), float(b)))
     wrong = sorted((i, got[i][0], w) for i, w in want.items()
                    if i in got and not all(same(x, y) for x, y in zip(got[i][0], w)))
     missing = sorted(set(want) - set(got))
@@ -874,7 +874,7 @@ def batch_frame(rows: list[list]):
     from cluster.spark import spark_session
 
     return spark_session().createDataFrame(
-        [(datetime.strptime(h, TIME_FORMAT).replace(tzinfo=timezone.utc), o, f, a) for h, o, f, a in rows],
+        [(datetime.strptime(h, TIME_FORMAT).replace(tzinfo=UTC), o, f, a) for h, o, f, a in rows],
         BATCH_SCHEMA)
 
 
@@ -992,7 +992,7 @@ def upserts_each_batch(ctx: Context) -> str:
     removed = clear_table(ctx)          # the rows of the notebook's own run
     day = ctx.rng.randrange(2, 32)
     hours = [datetime(2013, 1, day, h) for h in ctx.rng.sample(range(11, 24), 6)]
-    row = lambda h, o: [iso(h), o, ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3)]  # noqa: E731
+    row = lambda h, o: [iso(h), o, ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3)]
     first = [row(h, o) for h in hours[:3] for o in ("EWR", "JFK")]
     # an update-mode query's next batch: hours that changed (more flights came) and new ones
     second = [row(h, o) for h, o in ((hours[2], "EWR"), (hours[3], "LGA"), (hours[3], "JFK"))]

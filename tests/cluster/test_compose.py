@@ -39,7 +39,7 @@ def compose() -> dict:
 @pytest.fixture(scope="module")
 def brokers(compose) -> dict[int, dict]:
     found = {}
-    for name, svc in compose["services"].items():
+    for svc in compose["services"].values():
         if "KAFKA_NODE_ID" in svc.get("environment", {}):
             found[int(svc["environment"]["KAFKA_NODE_ID"])] = svc
     return found
