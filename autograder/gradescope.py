@@ -201,8 +201,7 @@ def run(lab: str, root: Path = GRADESCOPE_ROOT) -> int:
         return 0
     student, cluster = student_of(root / "submission_metadata.json"), Cluster()
     with PeakMemory() as memory:
-        result = None
-        for attempt in (1, 2):   # an infrastructure failure is tried once more, on a restarted cluster
+        for attempt in (1, 2):   # an infrastructure failure is tried once more, on a restarted cluster (each sets result)
             if attempt > 1:
                 cluster.down()
             try:

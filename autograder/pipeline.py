@@ -509,8 +509,8 @@ def sandbox_limits(lab: str) -> Limits:
 
 
 def grade_notebook(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = None, student: str = "",
-          cell_timeout: float = CELL_TIMEOUT_S, total_timeout: float = TOTAL_TIMEOUT_S,
-          sandbox: bool = True) -> GradingResult:
+                   cell_timeout: float = CELL_TIMEOUT_S, total_timeout: float = TOTAL_TIMEOUT_S,
+                   sandbox: bool = True) -> GradingResult:
     """Grade one submission (a path, or a notebook already read). Always returns a result;
     never raises for a bad submission. The seed is the course's secret one for (lab, student)
     unless given (to replay a grading)."""

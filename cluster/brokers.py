@@ -177,6 +177,7 @@ class Cluster:
         """A user for a namespace on this cluster (the laptop's default student, a test), its
         password kept in the secrets file."""
         account = self.secrets.student(namespace, create=True)
+        assert account is not None   # create=True: made if missing
         with self.admin() as admin:
             accounts.grant(admin, account, namespace)
         return account

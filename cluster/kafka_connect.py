@@ -65,7 +65,8 @@ class ConnectWorker:
         # No port given: the worker binds port 0 and the port is read from the JVM's own listening
         # socket once it is up. A port picked beforehand (and free then) could be taken by someone
         # else first, who would then get the grader's requests and the REST password with them.
-        self.port, self.heap, self.proc = port, heap, None
+        self.port, self.heap = port, heap
+        self.proc: subprocess.Popen | None = None
         self.fixed_port = port is not None
         self.launch = launch
         self.rest_password = secrets.token_urlsafe(24) if private_rest else None
@@ -117,6 +118,7 @@ class ConnectWorker:
             else:
                 self.proc = self.launch(cmd, stdout=log, stderr=subprocess.STDOUT)
         def states() -> dict:
+            assert self.proc is not None   # started just above
             if self.proc.poll() is not None:
                 raise ClusterError(f"The Connect worker exited (code {self.proc.returncode}) before its connectors "
                                    f"ran: {self.log_tail()}", hint=f"Read {self.folder / LOG_FILE}.")
@@ -203,6 +205,8 @@ class ConnectWorker:
             self.proc.wait(10)
 
     def _tree(self) -> list[psutil.Process]:
+        if self.proc is None:
+            return []
         try:
             root = psutil.Process(self.proc.pid)
             return [root, *root.children(recursive=True)]

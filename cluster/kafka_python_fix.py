@@ -69,6 +69,11 @@ from kafka.coordinator.consumer import ConsumerCoordinator
 PATCHED_VERSION = "3.0.12"
 
 
+def _mark(patched) -> None:
+    """Tag a replacement as the course's, so apply() twice patches once."""
+    patched.course_fix = True
+
+
 def apply() -> bool:
     """Patch ConsumerCoordinator.need_rejoin once; True if the installed kafka-python is patched."""
     if kafka.__version__ != PATCHED_VERSION:
@@ -83,7 +88,7 @@ def apply() -> bool:
             return True
         return original(self)
 
-    need_rejoin.course_fix = True
+    _mark(need_rejoin)
     need_rejoin.__doc__ = original.__doc__
     ConsumerCoordinator.need_rejoin = need_rejoin
     _patch_admin_controller()
@@ -109,7 +114,7 @@ def _patch_admin_controller() -> None:
             self._controller_id = None
             return await original(self, request, *args, **kwargs)
 
-    send_request_to_controller.course_fix = True
+    _mark(send_request_to_controller)
     KafkaAdminClient._send_request_to_controller = send_request_to_controller
 
 
@@ -126,7 +131,7 @@ def _patch_coordinator_lookup() -> None:
             await self._manager._net.sleep(self.config["retry_backoff_ms"] / 1000)
             return False
 
-    ensure_coordinator_ready_async.course_fix = True
+    _mark(ensure_coordinator_ready_async)
     BaseCoordinator.ensure_coordinator_ready_async = ensure_coordinator_ready_async
 
 
@@ -174,7 +179,7 @@ def _patch_wait_for_topics() -> None:
                 raise errors.KafkaTimeoutError(f"Topics not ready on broker {broker.node_id} after "
                                                f"{timeout_ms}ms: {waited.last}")
 
-    wait_for_topics.course_fix = True
+    _mark(wait_for_topics)
     wait_for_topics.__doc__ = original.__doc__
     KafkaAdminClient.wait_for_topics = wait_for_topics
 

@@ -141,7 +141,7 @@ class Lab:
             consumer.assign(tps)
             consumer.seek_to_beginning()
             stop_at = consumer.end_offsets(tps)
-            records = {tp: [] for tp in tps}
+            records: dict = {tp: [] for tp in tps}
             last = time.monotonic()
             while any(consumer.position(tp) < stop_at[tp] for tp in tps) and time.monotonic() - last < timeout_s:
                 for tp, batch in consumer.poll(timeout_ms=200).items():

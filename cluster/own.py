@@ -30,10 +30,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import accounts
 from . import settings as S
 from .errors import ClusterError
+
+if TYPE_CHECKING:
+    from .brokers import Cluster
 
 ENV = "COURSE_OWN_CLUSTER"     # set by the grader: {"bootstrap_servers", "username", "password"}
 # One folder per user: on a shared machine (a hub) a folder made by one user would lock the
@@ -48,7 +52,7 @@ def own_settings(home: Path, port_base: int) -> S.Settings:
 
 def own_home() -> Path:
     """Where a student's own cluster lives (COURSE_OWN_CLUSTER_HOME overrides)."""
-    return Path(S.env("COURSE_OWN_CLUSTER_HOME")).resolve()
+    return S.env_path("COURSE_OWN_CLUSTER_HOME").resolve()
 
 
 def _lock_free_port_base() -> tuple[int, int]:
@@ -82,7 +86,7 @@ class OwnCluster:
 
     bootstrap_servers: str
     account: accounts.Account
-    cluster: object = None          # the running cluster.brokers.Cluster; None when the grader runs it
+    cluster: Cluster | None = None  # the running cluster; None when the grader runs it
     throwaway: bool = False         # a grading's: deleted when the grading ends
     _lock_fd: int | None = field(default=None, repr=False)
 

@@ -79,7 +79,7 @@ def spark_session(app_name: str = "kafka-course", master: str | None = None, **c
             if key.startswith("spark.sql."):
                 existing.conf.set(key, value)
         return existing
-    master = master or course_settings.env("SPARK_MASTER")
+    master = master or course_settings.env_value("SPARK_MASTER")
     builder = SparkSession.builder.appName(app_name).master(master)
     settings = dict(LAPTOP_CONF, **{"spark.jars": ",".join(str(p) for p in connector_jars())})
     settings["spark.driver.extraJavaOptions"] += f" -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"

@@ -36,7 +36,7 @@ from autograder.exchange import local_uid
 from autograder.sandbox import readable_by_all, runs_as_another_user
 from cluster import accounts
 from cluster.k8s import NAME, read_roster
-from cluster.settings import ROOT, env, jars_cache
+from cluster.settings import ROOT, env, env_path, jars_cache
 
 COURSE_ID = "kafka-course"
 STUDENT, INSTRUCTOR = "student", "instructor"
@@ -61,7 +61,7 @@ class HubError(SystemExit):
 
 # --- settings -----------------------------------------------------------------------------
 def state_dir() -> Path:
-    return Path(env("COURSE_HUB_STATE"))
+    return env_path("COURSE_HUB_STATE")
 
 
 def user_env() -> Path:
@@ -77,11 +77,11 @@ def private_dir() -> Path:
 
 
 def course_dir() -> Path:
-    return Path(env("COURSE_HUB_COURSE"))
+    return env_path("COURSE_HUB_COURSE")
 
 
 def exchange_dir() -> Path:
-    return Path(env("COURSE_HUB_EXCHANGE"))
+    return env_path("COURSE_HUB_EXCHANGE")
 
 
 def roles() -> dict[str, str]:

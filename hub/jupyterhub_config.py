@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the checkout th
 from cluster.settings import env
 from hub import course_hub
 
-c = get_config()  # noqa: F821 - provided by JupyterHub
+c = get_config()  # type: ignore[name-defined]  # noqa: F821 - provided by JupyterHub
 
 # Each step refuses to start the hub, saying what to do, rather than fail a user later.
 course_hub.check_root()

@@ -90,7 +90,7 @@ def run(lab: str, notebook: Path, demos: bool = False) -> dict:
                 label = test_label(cell)
                 if label in parts:   # each part is checked once, as when grading
                     continue
-                client.timeout = CHECK_TIMEOUT_S if label else cell_timeout
+                client.timeout = CHECK_TIMEOUT_S if label else cell_timeout  # type: ignore[assignment]  # seconds
                 try:
                     client.execute_cell(cell, index)
                 except DeadKernelError:

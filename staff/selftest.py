@@ -58,7 +58,7 @@ class Outcome:
     output: str
     seconds: float
     exit_code: int
-    problems: list[str] = None     # what went wrong beyond the score: leaks, leftovers
+    problems: list[str] | None = None     # what went wrong beyond the score: leaks, leftovers
 
     @property
     def ok(self) -> bool:
@@ -294,7 +294,7 @@ def run_pooled(todo: list, tmp: Path, jobs: int, runner=run) -> list:
                 while True:
                     if not pending:
                         return
-                    case = next((c for c in pending if cap[c.lab] is None or running[c.lab] < cap[c.lab]), None)
+                    case = next((c for c in pending if (most := cap[c.lab]) is None or running[c.lab] < most), None)
                     if case is not None:
                         break
                     turn.wait()
@@ -321,12 +321,12 @@ def run_pooled(todo: list, tmp: Path, jobs: int, runner=run) -> list:
 
 
 def grade_corpus(selected: list[str], jobs: int = 2, corpus_dir: Path | None = None, only: list[str] | None = None,
-              via: str = "cli") -> Report:
+                 via: str = "cli") -> Report:
     """Grade every case of the selected labs (the CLI: `jobs` at a time; or nbgrader), or run
     each piece of student work as its student would, with the self-checks in the kernel
     (via="kernel"), for the scores the grader must give it."""
-    with tempfile.TemporaryDirectory(prefix="selftest-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="selftest-") as tmp_name:
+        tmp = Path(tmp_name)
         todo = cases(selected, corpus_dir or tmp / "corpus", student_work if via == "kernel" else scenarios)
         if via == "kernel":   # the grader's notes are not the self-check's
             todo = [Case(c.name, c.lab, c.notebook, c.expected) for c in todo]

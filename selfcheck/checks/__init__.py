@@ -194,7 +194,7 @@ def run_cleanups(cleanup: list[Callable[[], None]]) -> list[str]:
 @dataclass
 class Check:
     label: str
-    func: Callable[[Context], None]
+    func: Callable[[Context], str | None]   # what it returns: more to say (a prediction's feedback)
     title: str
     # When grading, the student's kernel is frozen while its check runs, so nothing the student
     # left running can act meanwhile (write a file the check reads, join a group it watches).

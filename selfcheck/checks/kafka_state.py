@@ -95,7 +95,8 @@ def read_all(ctx: Context, name: str, limit: int = 300_000, isolation_level: str
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         end = consumer.end_offsets(tps)
-        records, size = [], 0
+        records: list = []
+        size = 0
         deadline = time.monotonic() + READ_DEADLINE_S
         while any(consumer.position(tp) < end[tp] for tp in tps):
             if time.monotonic() > deadline:

@@ -61,7 +61,7 @@ def avro_bytes(schema: dict, record: dict) -> bytes:
 def avro_record(data: bytes, writer: dict, reader: dict | None = None) -> dict:
     import fastavro
 
-    return fastavro.schemaless_reader(io.BytesIO(data), fastavro.parse_schema(copy.deepcopy(writer)),
+    return fastavro.schemaless_reader(io.BytesIO(data), fastavro.parse_schema(copy.deepcopy(writer)),  # type: ignore[return-value]
                                       None if reader is None else fastavro.parse_schema(copy.deepcopy(reader)))
 
 
@@ -189,7 +189,7 @@ def seeded_record(ctx: Context) -> dict:
     names = rng.sample(words, 5)
     types = [rng.choice(["string", "int", "long", "double", "boolean"]) for _ in names]
     types[0] = "int"   # one int, for the promotion
-    fields = [{"name": n, "type": t} for n, t in zip(names, types)]
+    fields: list[dict] = [{"name": n, "type": t} for n, t in zip(names, types)]
     fields.append({"name": "remark", "type": ["null", "string"], "default": None})
     return {"type": "record", "name": rng.choice(["Turnaround", "Stopover", "Boarding"]), "namespace": "ops",
             "fields": fields}

@@ -150,7 +150,8 @@ def table_case(ctx: Context) -> tuple[list[tuple[str, dict | None]], dict]:
     """Seeded plane statuses with updates and tombstones, and the table they leave."""
     planes = sorted({f"N{ctx.rng.randrange(100, 999)}{ctx.rng.choice('ABCDEFGHJKLMNPRSTUVWXYZ')}" for _ in range(60)})
     airports = ["EWR", "JFK", "LGA", "ORD", "ATL", "LAX", "SFO", "BOS", "MIA", "DEN"]
-    writes, table = [], {}
+    writes: list[tuple[str, dict | None]] = []
+    table: dict[str, dict] = {}
     for i in range(ctx.rng.randrange(250, 350)):
         plane = ctx.rng.choice(planes)
         if plane in table and ctx.rng.random() < 0.12:

@@ -257,6 +257,7 @@ def leaders_and_isr(ctx: Context) -> str:
     expect(got is not None, f"partition_state({topic!r}) should map each partition to (leader, in-sync replicas)",
            expected="{0: (2, [2, 3]), 1: (1, [1]), ...}", found=repr(found)[:300],
            hint="Use admin.describe_topics([topic]): each partition has a leader_id and isr_nodes.")
+    assert got is not None   # expect() raised otherwise
     wrong = {p: (got.get(p), truth[p]) for p in truth if got.get(p) != truth[p]}
     extra = sorted(set(got) - set(truth), key=str)
     if wrong or extra:
@@ -390,7 +391,8 @@ def log_records(ctx: Context, topic: str) -> list[tuple[str, int]]:
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         stop_at = consumer.end_offsets(tps)
-        out, deadline = [], time.monotonic() + 30
+        out: list = []
+        deadline = time.monotonic() + 30
         while any(consumer.position(tp) < stop_at[tp] for tp in tps) and time.monotonic() < deadline:
             for records in bounded_poll(consumer, topic, timeout_ms=500).values():
                 out.extend((r.value.decode(errors="replace"), r.timestamp) for r in records if r.value is not None)
@@ -451,7 +453,8 @@ def producer_under_faults(ctx: Context) -> str:
     stop_one(ctx, leader, kill=True)
     feed(run, third[40:])
     wait_acked(run, set(third), f"given around the death of broker {leader}, the leader of most partitions")
-    run.proc.stdin.close()
+    if run.proc.stdin is not None:
+        run.proc.stdin.close()
     code = wait(run, 30)
     expect(code == 0, f"{run.name} should end by itself (exit 0) once its input ends", found=f"exit {code}: "
            + run.output()[-300:], hint="After the input ends, flush() the producer and return.")
@@ -541,7 +544,7 @@ def consumer_fails_over(ctx: Context) -> str:
            expected=missing[:2], found=("exited: " if run.proc.poll() is not None else "") + run.output()[-400:],
            hint="Keep polling: the client finds the new leaders by itself within seconds. A consumer that stops "
                 "when no record arrives for a moment (consumer_timeout_ms) gives up during the election.")
-    expect(wait_for(lambda: committed_to_end(ctx, topic, group), timeout_s=20, every_s=POLL_S * 2), f"the group {group} should have committed its offsets to the end",
+    expect(wait_for(lambda: committed_to_end(ctx, topic, group), timeout_s=20, every_s=POLL_S * 2).done, f"the group {group} should have committed its offsets to the end",
            hint="Consume in the group given as the second argument and commit what you have printed (commit() "
                 "after each batch, or auto-commit).")
     stop(run.proc)

@@ -315,12 +315,12 @@ def inside(folder: Path, logged: str) -> Path | None:
     return Path(*rest)
 
 
-def partition_values(folder: Path, file: Path) -> dict[str, str]:
+def partition_values(folder: Path, file: Path) -> dict[str, str | None]:
     """The columns a partitioned output keeps in its folder names (origin=JFK/...): Spark
     reads them back from the path, so the grader does too."""
     from urllib.parse import unquote
 
-    values = {}
+    values: dict[str, str | None] = {}
     for name in file.relative_to(folder).parts[:-1]:
         key, sep, value = name.partition("=")
         if sep:
@@ -345,11 +345,11 @@ def spark_wrote(meta, name: str) -> None:
                 "files written by other libraries are not Spark's output.")
 
 
-def output_rows(workdir: str) -> list[tuple]:
+def output_rows(where: str | Path) -> list[tuple]:
     """read_output's work, where the files are (in the sandbox when grading)."""
     import pyarrow.parquet as pq
 
-    workdir = Path(workdir)
+    workdir = Path(where)
     folder = workdir / OUTPUT
     expect(folder.is_dir(), f"{JOB_SCRIPT} wrote no {OUTPUT}/ folder",
            hint=f"Write the stream to Parquet files in {OUTPUT}/ (the job's second argument).")
@@ -359,6 +359,7 @@ def output_rows(workdir: str) -> list[tuple]:
            hint="Write with Spark's file sink (writeStream.format(\"parquet\") with the path OUTPUT): its log says "
                 "which files each micro-batch committed, so a batch run twice is written once. Files written "
                 "another way are not read.")
+    assert files is not None   # expect() raised otherwise
     rows = []
     for f in files:
         expect(f.is_file() and not f.is_symlink() and not any(p.is_symlink() for p in f.parents if folder in p.parents),
@@ -570,7 +571,7 @@ def keeps_30_minutes(ctx: Context, topic: str, history: list[str]) -> None:
     """Every move of the job's watermark kept it 30 minutes behind the latest flight read."""
     moves = watermark_moves(ctx, topic)
     wrong = [(batch, delay) for batch, delay in moves if delay != WATERMARK]
-    expect(moves and not wrong, f"the watermark of {JOB_SCRIPT} in its checkpoint after {'; '.join(history)}",
+    expect(bool(moves) and not wrong, f"the watermark of {JOB_SCRIPT} in its checkpoint after {'; '.join(history)}",
            expected="30 minutes behind the latest flight read, every time it moved",
            found="it never moved" if not moves else
                  "; ".join(f"micro-batch {b} ran with one {delay_text(d)} behind" for b, d in wrong[:3]),
@@ -641,6 +642,7 @@ def job_exactly_once(ctx: Context) -> str:
            found=f"last micro-batch's watermark {written}, the next one's {watermark}",
            hint="Keep the checkpoint in the folder the job is given, and run the query with "
                 "trigger(availableNow=True) until it ends.")
+    assert written is not None and watermark is not None   # expect() raised otherwise
     dropped, counted = late_events(ctx, written, watermark, day)
     send(ctx, topic, ctx.rng.sample([dropped, counted], 2) + rest)     # both in run 3's first micro-batch
     history.append(run_job(ctx, topic, "run 3 (late flights and the rest of the day)"))
@@ -962,6 +964,7 @@ def earlier_run_row(ctx: Context, hour: datetime) -> tuple:
     known = [(h, hour_in_table(h)) for h, *_ in table_rows(ctx) if isinstance(h, str) and hour_in_table(h)]
     if known:
         text, seen = known[0]
+        assert seen is not None   # known keeps the hours the table's text gives
         at = text.find(seen.strftime("%Y-%m-%d"))
         clock = text.find(seen.strftime("%H"), at + 10) if at >= 0 else -1
         like = (text[:at] + hour.strftime("%Y-%m-%d") + text[at + 10:clock] + hour.strftime("%H") + text[clock + 2:]

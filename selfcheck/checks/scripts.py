@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def script_path(ctx: Context, name: str) -> Path:
 
 
 def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_after: float | None = None,
-          harness: list[str] = (), tag: str = "", stdin: bool = False) -> ScriptRun:
+          harness: Sequence[str] = (), tag: str = "", stdin: bool = False) -> ScriptRun:
     """Start `python -m selfcheck.harness [harness options] <name> args...` in the notebook's
     folder (see selfcheck/harness.py for the crashes it plans)."""
     script = script_path(ctx, name)
@@ -81,7 +82,7 @@ def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_a
         if ctx.sandbox is not None:
             proc = ctx.sandbox.popen(cmd, env, **kw)
         else:
-            proc = subprocess.Popen(cmd, env=env, cwd=ctx.workdir, start_new_session=True, **kw)
+            proc = subprocess.Popen(cmd, env=env, cwd=ctx.workdir, start_new_session=True, **kw)  # type: ignore[call-overload]
     if crash_after is not None:
         timer = threading.Timer(crash_after, stop, (proc,))
         timer.daemon = True
