@@ -69,11 +69,8 @@ def user_env() -> Path:
 
 
 def private_dir() -> Path:
-    """The hub's database and cookie secret: root's only."""
-    folder = state_dir() / "private"
-    folder.mkdir(parents=True, exist_ok=True)
-    folder.chmod(0o700)
-    return folder
+    """The hub's database and cookie secret: root's only (prepare() makes it)."""
+    return state_dir() / "private"
 
 
 def course_dir() -> Path:
@@ -140,6 +137,15 @@ def jupyter_config(role: str, subdomains: bool) -> dict[str, object]:
         "labconfig/page_config.json": {"disabledExtensions": {name: True for name in hidden}},
         "jupyter_server_config.json": server,
     }
+
+
+def subdomains() -> bool:
+    return bool(env("COURSE_HUB_SUBDOMAIN_HOST"))
+
+
+def jupyter_config_folders() -> dict[str, Path]:
+    """Role -> its Jupyter config folder (written by write_jupyter_configs)."""
+    return {role: state_dir() / "jupyter" / role for role in (STUDENT, INSTRUCTOR)}
 
 
 def write_jupyter_configs(subdomains: bool) -> dict[str, Path]:
@@ -299,6 +305,37 @@ def proxy() -> str | None:
         if (folder / "configurable-http-proxy").exists():
             return str(folder / "configurable-http-proxy")
     return shutil.which("configurable-http-proxy")
+
+
+def prepare() -> dict[str, Path]:
+    """Everything the hub needs before it starts, checked and made (`python -m hub prepare`;
+    `python -m hub run` does it first): root, the roster, each role's Jupyter config, what users
+    would otherwise meet later as failures, nbgrader's exchange, the hub's private folder. The
+    config file (jupyterhub_config.py) only reads what this made."""
+    check_root()
+    who = roles()
+    configs = write_jupyter_configs(subdomains=subdomains())
+    check(who)
+    prepare_exchange()
+    private_dir().mkdir(parents=True, exist_ok=True)
+    private_dir().chmod(0o700)
+    return configs
+
+
+def prepared() -> dict[str, Path]:
+    """The config folders prepare() wrote; a HubError saying to run it if they are missing or
+    written for another subdomain setting."""
+    folders = jupyter_config_folders()
+    missing = [str(f) for f in folders.values() if not (f / "jupyter_server_config.json").is_file()]
+    if missing or not private_dir().is_dir():
+        raise HubError(f"the hub has not been prepared ({', '.join(missing) or private_dir()} missing).",
+                       "Run `sudo -E python -m hub prepare` first (`python -m hub run` prepares, then starts it).")
+    for role, folder in folders.items():
+        if json.loads((folder / "jupyter_server_config.json").read_text()) != jupyter_config(role, subdomains())[
+                "jupyter_server_config.json"]:
+            raise HubError(f"{role}s' Jupyter config was prepared with other settings (COURSE_HUB_SUBDOMAIN_HOST).",
+                           "Run `sudo -E python -m hub prepare` again with this environment.")
+    return folders
 
 
 def prepare_exchange() -> None:
