@@ -15,12 +15,12 @@ EXIT_INFRASTRUCTURE = 2
 def cmd_grade(a) -> int:
     from cluster.settings import env
 
-    from .pipeline import grade
+    from .pipeline import grade_notebook
     from .sandbox import bounds_off
 
     if not a.no_sandbox and (off := bounds_off(parent=env("COURSE_CGROUP_PARENT"))):
         print(off)      # the first line: what this machine cannot bound
-    result = grade(a.lab, Path(a.notebook), seed=a.seed, student=a.student, cell_timeout=a.cell_timeout,
+    result = grade_notebook(a.lab, Path(a.notebook), seed=a.seed, student=a.student, cell_timeout=a.cell_timeout,
                    total_timeout=a.total_timeout, sandbox=not a.no_sandbox)
     result.write_json(Path(a.json))
     print(result.table())

@@ -51,10 +51,10 @@ class ClusterWatch:
                     return f"broker {n} went down during the grading"
             return ""
         if self._admin is None:
-            from cluster.connect import admin_client
+            from cluster.clients import admin_client
 
             self._admin = admin_client("grader-watch", self.admin_conf, request_timeout_ms=5000)
-        from cluster.kafka import live_brokers
+        from cluster.brokers import live_brokers
 
         try:
             up = len(live_brokers(self._admin))

@@ -61,7 +61,7 @@ def arrival(path: str) -> datetime.datetime:
     """The last change the kernel recorded in the entry (ctime), in UTC (naive, as nbgrader's)."""
     latest = max(os.lstat(os.path.join(folder, name)).st_ctime
                  for folder, dirs, files in os.walk(path) for name in [".", *dirs, *files])
-    return datetime.datetime.fromtimestamp(latest, datetime.timezone.utc).replace(tzinfo=None)
+    return datetime.datetime.fromtimestamp(latest, datetime.UTC).replace(tzinfo=None)
 
 
 def _copy_regular_file(src: str, dst: str) -> str:

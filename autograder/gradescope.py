@@ -34,7 +34,7 @@ import psutil
 from cluster.settings import ROOT
 
 from . import GRADER, STUDENT
-from .pipeline import RELEASE, StudentError, course_labs, grade, grading_secret
+from .pipeline import RELEASE, StudentError, course_labs, grade_notebook, grading_secret
 from .results import GradingResult
 
 # What the grading needs, whole folders: the grader and what students have (autograder.GRADER,
@@ -189,7 +189,7 @@ class PeakMemory:
 def run(lab: str, root: Path = GRADESCOPE_ROOT) -> int:
     """Grade root/submission with a cluster of its own; always write results.json."""
     from cluster.errors import ClusterError
-    from cluster.kafka import Cluster
+    from cluster.brokers import Cluster
 
     results = root / "results" / "results.json"
     try:
@@ -201,8 +201,7 @@ def run(lab: str, root: Path = GRADESCOPE_ROOT) -> int:
         return 0
     student, cluster = student_of(root / "submission_metadata.json"), Cluster()
     with PeakMemory() as memory:
-        result = None
-        for attempt in (1, 2):   # an infrastructure failure is tried once more, on a restarted cluster
+        for attempt in (1, 2):   # an infrastructure failure is tried once more, on a restarted cluster (each sets result)
             if attempt > 1:
                 cluster.down()
             try:
@@ -211,7 +210,7 @@ def run(lab: str, root: Path = GRADESCOPE_ROOT) -> int:
                 result = GradingResult(lab=lab, notebook=notebook.name,
                                        infrastructure_error=f"the cluster did not start: {e}")
                 continue
-            result = grade(lab, notebook, student=student)
+            result = grade_notebook(lab, notebook, student=student)
             if not result.infrastructure_error:
                 break
             print(f"attempt {attempt}: {result.infrastructure_error}", file=sys.stderr)

@@ -25,11 +25,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
-from typing import Any, Callable
+from typing import Any
 
 import zmq
 import zmq.asyncio

@@ -21,7 +21,7 @@ from traitlets import Bool
 
 import nbformat
 
-from .pipeline import MAX_NOTEBOOK_BYTES, drop_copies, grade, source_notebook
+from .pipeline import MAX_NOTEBOOK_BYTES, drop_copies, grade_notebook, source_notebook
 
 
 class GradingFailed(RuntimeError):
@@ -60,7 +60,7 @@ class GradeInSandbox(Preprocessor):
         lab, student = info.get("assignment"), info.get("student", "")
         # A notebook over the size bound is refused by the pipeline as it is (not copied first).
         too_large = len(nbformat.writes(nb).encode()) > MAX_NOTEBOOK_BYTES
-        result = grade(lab, nb if too_large else copy.deepcopy(nb), student=student, sandbox=self.sandbox)
+        result = grade_notebook(lab, nb if too_large else copy.deepcopy(nb), student=student, sandbox=self.sandbox)
         if result.infrastructure_error:
             raise GradingFailed(f"{lab} of {student} could not be graded: {result.infrastructure_error}")
         graded = result.graded_notebook

@@ -30,7 +30,7 @@ import nbformat
 
 from cluster import accounts
 from cluster.accounts import Account
-from cluster.connect import (admin_client, admin_connection, anything_listens, bootstrap_servers, group_ids,
+from cluster.clients import (admin_client, admin_connection, anything_listens, bootstrap_servers, group_ids,
                              in_namespace)
 from cluster.process import listening_ports
 from cluster.safe_files import RefusedPath, read_bytes
@@ -196,11 +196,8 @@ def check_cluster(job: Job) -> None:
                                   "once `python -m cluster up` says the cluster works.")
     job.watch = watch
     try:
-        admin = admin_client("grader", job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000)
-        try:
+        with admin_client("grader", job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000) as admin:
             brokers = [b for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")]
-        finally:
-            admin.close()
     except Exception as e:
         raise InfrastructureError(f"the Kafka cluster at {job.bootstrap} does not answer ({type(e).__name__}: {e}). "
                                   "Start it with `python -m cluster up`.") from None
@@ -316,11 +313,8 @@ def make_namespace(job: Job) -> None:
     job.namespace = f"grade-{job.lab}-{secrets.token_hex(4)}"
     job.result.namespace = job.namespace
     account = Account(job.namespace, accounts.new_password())
-    admin = admin_client("grader", job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000)
-    try:
+    with admin_client("grader", job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000) as admin:
         accounts.grant(admin, account, job.namespace)
-    finally:
-        admin.close()
     job.account = account
 
 
@@ -487,8 +481,7 @@ def copy_release(lab: str, folder: Path) -> list[Path]:
 def remove_namespace(connection: dict, namespace: str, user: str | None) -> None:
     """Delete a namespace's user (first: nothing it left running can act after this), with its
     ACLs, then the namespace's topics and groups."""
-    admin = admin_client("grader", connection, request_timeout_ms=10_000)
-    try:
+    with admin_client("grader", connection, request_timeout_ms=10_000) as admin:
         if user:
             accounts.revoke(admin, user)
         topics = [t for t in admin.list_topics() if in_namespace(namespace, t)]
@@ -497,8 +490,6 @@ def remove_namespace(connection: dict, namespace: str, user: str | None) -> None
         mine = namespace_groups(admin, namespace)
         if mine:
             admin.delete_groups(mine)
-    finally:
-        admin.close()
 
 
 def namespace_groups(admin, namespace: str) -> list[str]:
@@ -517,9 +508,9 @@ def sandbox_limits(lab: str) -> Limits:
     return replace(LIMITS, processes=policy(lab).sandbox_processes or LIMITS.processes)
 
 
-def grade(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = None, student: str = "",
-          cell_timeout: float = CELL_TIMEOUT_S, total_timeout: float = TOTAL_TIMEOUT_S,
-          sandbox: bool = True) -> GradingResult:
+def grade_notebook(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = None, student: str = "",
+                   cell_timeout: float = CELL_TIMEOUT_S, total_timeout: float = TOTAL_TIMEOUT_S,
+                   sandbox: bool = True) -> GradingResult:
     """Grade one submission (a path, or a notebook already read). Always returns a result;
     never raises for a bad submission. The seed is the course's secret one for (lab, student)
     unless given (to replay a grading)."""

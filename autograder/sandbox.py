@@ -59,6 +59,7 @@ from pathlib import Path
 import psutil
 
 from cluster.settings import ROOT, env, jars_cache
+from cluster.waiting import wait_for
 
 from selfcheck.checks.scripts import kill_tree, running, wait_dead
 
@@ -100,69 +101,12 @@ class Limits:
                 "RLIMIT_NOFILE": self.open_files, "RLIMIT_CORE": 0}
 
 
-# Runs inside the sandbox before the student's program: set the limits (soft = hard, so
-# they cannot be raised again), then exec the program.
-_SET_LIMITS = ("import os,resource as r,sys\n"
-               "a=sys.argv[1:];i=a.index('--')\n"
-               "for s in a[:i]:\n n,v=s.split('=');r.setrlimit(getattr(r,n),(int(v),int(v)))\n"
-               "os.execvp(a[i+1],a[i+1:])")
-
-
-# The user method's outer process (it stays root, the student's code cannot signal it): a
-# subreaper, so every orphan of the sandbox becomes its child and stays in the sandbox's tree;
-# it dies with the grader; it starts the program, and when the program ends, kills whatever the
-# program left behind and exits as bwrap does (128 + signal for a killed program).
-_SUPERVISE = """
-import ctypes, os, signal, sys
-libc = ctypes.CDLL(None)
-libc.prctl(36, 1)   # PR_SET_CHILD_SUBREAPER: the sandbox's orphans become our children
-libc.prctl(1, 9)    # PR_SET_PDEATHSIG: SIGKILL when the grader dies
-me = str(os.getpid())
-
-def children():
-    found = []
-    for d in os.listdir("/proc"):
-        try:
-            if d.isdigit() and open("/proc/" + d + "/stat").read().rsplit(")", 1)[1].split()[1] == me:
-                found.append(int(d))
-        except (OSError, IndexError):
-            pass
-    return found
-
-program = os.fork()
-if program == 0:
-    os.execvp(sys.argv[1], sys.argv[1:])
-for n in (signal.SIGINT, signal.SIGTERM):
-    signal.signal(n, lambda n, f: os.kill(program, n))
-code = 137
-while True:
-    try:
-        pid, status = os.wait()
-    except ChildProcessError:
-        break
-    if pid == program:
-        code = os.waitstatus_to_exitcode(status)
-        code = 128 - code if code < 0 else code
-        break
-while True:   # the program has ended: so does everything it left behind
-    for pid in children():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    try:
-        os.wait()
-    except ChildProcessError:
-        break
-sys.exit(code)
-"""
-
-# Runs outside the sandbox, with the grader's rights, just before bwrap: join the sandbox's
-# control groups, so bwrap and everything it starts are counted there.
-_JOIN_CGROUPS = ("import os,sys\n"
-                 "a=sys.argv[1:];i=a.index('--')\n"
-                 "for d in a[:i]:\n open(os.path.join(d,'cgroup.procs'),'w').write(str(os.getpid()))\n"
-                 "os.execvp(a[i+1],a[i+1:])")
+# Three small programs the sandbox runs with `python -I -S -c` (no file of the checkout needs to
+# be visible where they run): autograder/sandbox_programs/ says what each does.
+_PROGRAMS = Path(__file__).with_name("sandbox_programs")
+_SET_LIMITS = (_PROGRAMS / "set_limits.py").read_text()       # inside the sandbox, before the program
+_SUPERVISE = (_PROGRAMS / "supervise.py").read_text()         # the user method's outer process
+_JOIN_CGROUPS = (_PROGRAMS / "join_cgroups.py").read_text()   # outside, just before bwrap
 CGROUP_ROOT = Path("/sys/fs/cgroup")   # where the machine mounts its control groups (tests mount their own)
 BOUNDS = ("memory", "pids")            # the whole-sandbox bounds: total memory, number of processes
 GRADER_LEAF = "kafka-course-grader"    # cgroup v2: where the grader's own processes move (see _delegated)
@@ -363,15 +307,13 @@ class Cgroups:
 
     def remove(self, timeout_s: float = 5) -> None:
         """Delete the groups (possible once their last process has exited)."""
-        deadline = time.monotonic() + timeout_s
+        def removed(folder: Path) -> bool:
+            folder.rmdir()
+            return True
+
         for folder in self.dirs:
-            while folder.exists():
-                try:
-                    folder.rmdir()
-                except OSError:
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(0.1)
+            if folder.exists():
+                wait_for(lambda folder=folder: removed(folder), timeout_s=timeout_s, every_s=0.1, retry_on=(OSError,))
 
 
 def bounds_off(cgroups: Cgroups | None = None, parent: str | None = None) -> str:
@@ -693,26 +635,22 @@ class Jail:
         the same moment (then none can resume another). A process that forks, or resumes
         others (SIGCONT), while we stop them is caught by looking again; False if the sandbox
         could not be frozen within the deadline (the caller kills it)."""
-        deadline = time.monotonic() + deadline_s
-        while True:
+        def still_running() -> list:
             running = []
             for p in self.processes()[1:]:
                 try:
                     if not stopped(p):
                         running.append(p)
+                        p.suspend()
                 except psutil.Error:
                     pass
-            if not running:
-                return True
-            if time.monotonic() > deadline:
-                self.unfrozen = [describe_process(p) for p in running[:5]]   # for the staff notes
-                return False
-            for p in running:
-                try:
-                    p.suspend()
-                except psutil.Error:
-                    pass
-            time.sleep(0.005)   # let the signals land before looking again
+            return running
+
+        # a short pause: let the signals land before looking again
+        waited = wait_for(still_running, timeout_s=deadline_s, until=lambda running: not running, every_s=0.005)
+        if not waited:
+            self.unfrozen = [describe_process(p) for p in waited.last[:5]]   # for the staff notes
+        return waited.done
 
     def thaw(self, main_only: bool = False) -> None:
         main = self.main()

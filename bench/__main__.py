@@ -282,7 +282,9 @@ def bench_corpus(runs: int, labs: list[str], jobs: int, only: list[str] | None =
                 for name, nb, _ in entries:
                     nbformat.write(nb, tmp / f"{lab}-{name}.ipynb")
 
-                def grade(job):
+                want = {name: scores for name, _, scores in entries}
+
+                def grade(job, lab=lab, parts=parts, want=want):   # this lab's, bound now
                     name, i = job
                     out = tmp / f"{lab}-{name}-{i}.json"
                     t = time.perf_counter()
@@ -300,7 +302,6 @@ def bench_corpus(runs: int, labs: list[str], jobs: int, only: list[str] | None =
                     print(f"  {lab} {name} seed bench-{i}: {seconds:.1f} s, {verdict}", file=sys.stderr, flush=True)
                     return name, seconds, found
 
-                want = {name: scores for name, _, scores in entries}
                 jobs_list = [(name, i) for name, _, _ in entries for i in range(runs)]
                 with ThreadPoolExecutor(jobs) as pool:
                     results = list(pool.map(grade, jobs_list))

@@ -29,6 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from cluster.capacity import FOOTPRINT_PARTITIONS, plan
+from cluster.waiting import wait_for
 
 RATE_PER_S = 20              # each active student's records per second (a lab's loops, slowed to a person's pace)
 GRADED_LAB, GRADED = "lab2", 6
@@ -72,10 +73,10 @@ def make_students(c, count: int) -> list[tuple[str, str]]:
     finally:
         admin.close()
     for ns, password in made:
-        mine = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers, **accounts.Account(ns, password).kafka_python())
-        try:
+        login = accounts.Account(ns, password).kafka_python()
+        with KafkaAdminClient(bootstrap_servers=c.bootstrap_servers, **login) as mine:
             topics = student_topics(ns)
-            for attempt in range(5):   # a controller busy with thousands of partitions may answer late
+            for _attempt in range(5):   # a controller busy with thousands of partitions may answer late
                 missing = {t: n for t, n in topics.items() if t not in mine.list_topics()}
                 if not missing:
                     break
@@ -86,17 +87,14 @@ def make_students(c, count: int) -> list[tuple[str, str]]:
                     time.sleep(2)
             first = next(iter(topics))
             for g in range(GROUPS_LEFT):   # what a student's earlier runs leave: groups with offsets
-                deadline = time.monotonic() + 60   # a new cluster makes its offsets topic on first use
-                while True:
-                    try:
-                        mine.alter_group_offsets(f"{ns}.old-{g}", {TopicPartition(first, 0): OffsetAndMetadata(0, "", -1)})
-                        break
-                    except (CoordinatorNotAvailableError, UnknownTopicOrPartitionError, NotLeaderForPartitionError):
-                        if time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.5)
-        finally:
-            mine.close()
+                # a new cluster makes its offsets topic on first use
+                left = wait_for(lambda g=g, ns=ns, first=first: mine.alter_group_offsets(
+                                    f"{ns}.old-{g}", {TopicPartition(first, 0): OffsetAndMetadata(0, "", -1)}),
+                                timeout_s=60, until=lambda _: True, every_s=0.5,
+                                retry_on=(CoordinatorNotAvailableError, UnknownTopicOrPartitionError,
+                                          NotLeaderForPartitionError))
+                if not left:
+                    raise left.last
     if slow:
         print(f"load: {len(slow)} students' topic creations timed out at the controller and were asked again",
               file=sys.stderr)
@@ -194,7 +192,7 @@ def run_away(servers: str, ns: str, password: str, seconds: float) -> dict:
             admin.create_topics({name: {"num_partitions": 4, "replication_factor": 3}})
             admin.delete_topics([name])
             done += 1
-        except Exception:   # noqa: BLE001 - throttled or refused: what holds the loop
+        except Exception:  # throttled or refused: what holds the loop
             refused += 1
     admin.close()
     return {"done": done, "refused": refused}
@@ -213,7 +211,7 @@ def measured(measure, *args) -> dict:
     """A measurement that must not end the run it is part of: {} (a row left empty) if it fails."""
     try:
         return measure(*args)
-    except Exception as e:     # noqa: BLE001 - reported, and the bench goes on
+    except Exception as e:  # reported, and the bench goes on
         print(f"load: {measure.__name__} failed ({type(e).__name__}: {e})", file=sys.stderr)
         return {}
 
@@ -357,7 +355,7 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
                 t = time.monotonic()
                 # returns once the cluster lists it and students' logins work; measured, not bounded
                 # by the laptop's deadline (the target, 60 s, is the table's)
-                c.start_broker(victim, timeout=600)
+                rejoin = c.start_broker(victim, timeout=600)
                 back_s = time.monotonic() - t
                 phases = measured(restart_phases, c.nodes[victim].log_file)
                 done = [w.result() for w in work]
@@ -374,6 +372,8 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
     errors = [x for d in done for x in d["errors"] if not x.startswith("poll: ")]
     poll_errors = [x for d in done for x in d["errors"] if x.startswith("poll: ")]
     who = f"{students} students, {active} at work"
+    refusals = (", ".join(f"{kind} {n}" for kind, n in rejoin.refused.items()) or "none") + (
+        "; the users written again" if rejoin.users_rewritten else "")
     groups = students * GROUPS_LEFT
     return [
         (f"{who}: partitions held (RF 3; {FOOTPRINT_PARTITIONS} each), {groups:,} groups left behind",
@@ -409,6 +409,8 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
          "s", None),
         (f"{who}: ... its log: server started (from the JVM's start; the rest is waiting for the cluster to "
          "list it and for logins)", [phases["started_s"]] if phases else [], "s", None),
+        (f"{who}: ... listed by the cluster again (from the kill)", [rejoin.listed_s], "s", None),
+        (f"{who}: ... logins refused meanwhile ({refusals})", [float(sum(rejoin.refused.values()))], "", None),
         (f"{who}: brokers dead at the end", [float(dead)], "", 0.0),
         (f"{who}: {GRADED} {GRADED_LAB} grades beside it, different from the corpus's", [float(wrong[0] if wrong else GRADED)], "", 0.0),
     ]

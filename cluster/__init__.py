@@ -8,10 +8,10 @@ your own, whichever way the cluster runs (local, docker compose, hosted).
 """
 
 from . import kafka_python_fix  # noqa: F401  (a race in kafka-python 3.0.12's group joins; see the module)
-from .connect import (admin_connection, bootstrap_servers, connection, group_name, mode, namespace, topic_name,
+from .clients import (admin_connection, bootstrap_servers, connection, group_name, mode, namespace, topic_name,
                       transactional_id)
 from .errors import ClusterError
-from .kafka import Cluster, NodeStatus
+from .brokers import Cluster, NodeStatus
 
 
 def spark_session(*args, **kwargs):

@@ -9,7 +9,7 @@ import sys
 
 from . import accounts, cli, jars, settings
 from .errors import ClusterError
-from .kafka import STATUS_HEADER, Cluster
+from .brokers import STATUS_HEADER, Cluster
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -21,7 +21,7 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 def cmd_up(c: Cluster, a) -> None:
     already = c.is_running()
     servers = c.up()
-    print(("The cluster was already running and works." if already else "The cluster is ready."))
+    print("The cluster was already running and works." if already else "The cluster is ready.")
     print(f"Bootstrap servers: {servers}")
 
 
@@ -85,7 +85,7 @@ def cmd_jars(c: Cluster, a) -> None:
 def _admin():
     """The course's admin on the cluster the environment names (the local one by default;
     KAFKA_ADMIN_PASSWORD and KAFKA_ADMIN_BOOTSTRAP_SERVERS for a hosted or compose one)."""
-    from .connect import admin_client
+    from .clients import admin_client
 
     try:
         return admin_client("course-cli", request_timeout_ms=15_000)
@@ -94,11 +94,8 @@ def _admin():
 
 
 def cmd_users(c: Cluster, a) -> None:
-    admin = _admin()
-    try:
+    with _admin() as admin:
         names = accounts.users(admin)
-    finally:
-        admin.close()
     print("\n".join(names) if names else "No users yet (`python -m cluster add-user NAME` makes one).")
 
 
@@ -108,30 +105,24 @@ def cmd_add_user(c: Cluster, a) -> None:
     ns = a.name
     given = settings.env("KAFKA_PASSWORD")
     account = accounts.Account(ns, given or accounts.new_password())
-    admin = _admin()
-    try:
+    with _admin() as admin:
         accounts.setup_cluster(admin)
         accounts.grant(admin, account, ns)
-    finally:
-        admin.close()
     print(f"User {ns!r} may use the topics, groups and transactional ids named '{ns}.*'.")
     if not given:
         print(f"KAFKA_USERNAME={ns}\nKAFKA_PASSWORD={account.password}")
 
 
 def cmd_remove_user(c: Cluster, a) -> None:
-    admin = _admin()
-    try:
+    with _admin() as admin:
         accounts.revoke(admin, a.name)
-    finally:
-        admin.close()
     print(f"User {a.name!r} and its ACLs are gone (its topics stay until deleted).")
 
 
 def cmd_clean(c: Cluster, a) -> None:
     """Your namespace's topics and consumer groups, deleted as you (your login; on a hub too):
     what a class leaves on a shared cluster is what its students have not freed."""
-    from .connect import bootstrap_servers, connection, namespace
+    from .clients import bootstrap_servers, connection, namespace
     from .lab import Lab
 
     lab = Lab("clean", bootstrap_servers(), namespace(), connection())

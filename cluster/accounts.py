@@ -23,9 +23,10 @@ import fcntl
 import json
 import os
 import secrets as _random
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .waiting import wait_for
 
 SCRAM = "SCRAM-SHA-512"
 PLAIN = "PLAIN"
@@ -259,23 +260,22 @@ def wait_until_every_broker(admin, user: str, done, what: str, timeout_s: float 
     from kafka.errors import KafkaConnectionError, NodeNotReadyError, RequestTimedOutError, UnknownBrokerIdError
 
     brokers = [b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")]
-    deadline = time.monotonic() + timeout_s
+    unreachable = (UnknownBrokerIdError, NodeNotReadyError, KafkaConnectionError, RequestTimedOutError)
     for node in brokers:
-        while True:
+        def count(node=node):
             try:
-                found = acl_count_on(admin, node, user)
-                if done(found):
-                    break
-                last = f"it knows {found} ACLs"
-            except (UnknownBrokerIdError, NodeNotReadyError, KafkaConnectionError, RequestTimedOutError) as e:
+                return acl_count_on(admin, node, user)
+            except unreachable:
                 # a broker just back from a crash: listed by the cluster before this client's metadata
                 # or connection has caught up with it (seen in CI: UnknownBrokerIdError)
                 admin._manager.cluster.request_update()
-                last = f"{type(e).__name__}: {e}"
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Broker {node} did not {what} the rights of {user!r} within {timeout_s:.0f} s "
-                                   f"(last: {last}); see `python -m cluster status`.")
-            time.sleep(0.05)
+                raise
+
+        waited = wait_for(count, timeout_s=timeout_s, until=done, every_s=0.05, retry_on=unreachable)
+        if not waited:
+            last = waited.last if isinstance(waited.last, Exception) else f"it knows {waited.last} ACLs"
+            raise RuntimeError(f"Broker {node} did not {what} the rights of {user!r} within {timeout_s:.0f} s "
+                               f"(last: {last}); see `python -m cluster status`.")
 
 
 def users(admin) -> list[str]:

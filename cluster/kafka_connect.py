@@ -26,20 +26,20 @@ import json
 import os
 import secrets
 import subprocess
-import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psutil
 
 from . import jars
-from .connect import account, bootstrap_servers
+from .clients import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
 from .process import listening_ports, properties, write_private
 from .safe_files import kind, make_dirs, tail_text
+from .waiting import wait_for
 
 BASIC_AUTH = "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension"
 LOGIN_MODULE = "org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule"
@@ -65,7 +65,8 @@ class ConnectWorker:
         # No port given: the worker binds port 0 and the port is read from the JVM's own listening
         # socket once it is up. A port picked beforehand (and free then) could be taken by someone
         # else first, who would then get the grader's requests and the REST password with them.
-        self.port, self.heap, self.proc = port, heap, None
+        self.port, self.heap = port, heap
+        self.proc: subprocess.Popen | None = None
         self.fixed_port = port is not None
         self.launch = launch
         self.rest_password = secrets.token_urlsafe(24) if private_rest else None
@@ -116,30 +117,34 @@ class ConnectWorker:
                                              start_new_session=True)
             else:
                 self.proc = self.launch(cmd, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        while True:
+        def states() -> dict:
+            assert self.proc is not None   # started just above
             if self.proc.poll() is not None:
                 raise ClusterError(f"The Connect worker exited (code {self.proc.returncode}) before its connectors "
                                    f"ran: {self.log_tail()}", hint=f"Read {self.folder / LOG_FILE}.")
             if not self.fixed_port and self.port is None:
                 self.port = self._rest_port()
-            states = self.status() if self.port else {}
-            failed = {n: s for n, s in states.items() if "FAILED" in [s["connector"], *s["tasks"]]}
-            if failed:
-                name, state = next(iter(failed.items()))
-                self.stop()
-                raise ClusterError(f"Connector {name!r} failed: {state.get('trace', '')[:400]}",
-                                   hint="Check its settings (file, topic or topics) and that the topic is yours "
-                                        "(lab.topic(...)).")
-            if len(states) == len(self.connectors) and all(
+            return self.status() if self.port else {}
+
+        def settled(states: dict) -> bool:   # every connector and task running, or one failed
+            return any("FAILED" in [s["connector"], *s["tasks"]] for s in states.values()) or (
+                len(states) == len(self.connectors) and all(
                     s["connector"] == "RUNNING" and s["tasks"] and set(s["tasks"]) == {"RUNNING"}
-                    for s in states.values()):
-                return self
-            if time.monotonic() > deadline:
-                self.stop()
-                raise ClusterError(f"The Connect worker's connectors were not running within {timeout_s:.0f} s: "
-                                   f"{states}", hint=f"Read {self.folder / LOG_FILE}.")
-            time.sleep(0.5)
+                    for s in states.values()))
+
+        waited = wait_for(states, timeout_s=timeout_s, until=settled, every_s=0.5)
+        failed = {n: s for n, s in waited.last.items() if "FAILED" in [s["connector"], *s["tasks"]]}
+        if failed:
+            name, state = next(iter(failed.items()))
+            self.stop()
+            raise ClusterError(f"Connector {name!r} failed: {state.get('trace', '')[:400]}",
+                               hint="Check its settings (file, topic or topics) and that the topic is yours "
+                                    "(lab.topic(...)).")
+        if not waited:
+            self.stop()
+            raise ClusterError(f"The Connect worker's connectors were not running within {timeout_s:.0f} s: "
+                               f"{waited.last}", hint=f"Read {self.folder / LOG_FILE}.")
+        return self
 
     def status(self) -> dict:
         """name -> {"connector": "RUNNING", "tasks": ["RUNNING"], "trace": ...}, from the REST API
@@ -200,6 +205,8 @@ class ConnectWorker:
             self.proc.wait(10)
 
     def _tree(self) -> list[psutil.Process]:
+        if self.proc is None:
+            return []
         try:
             root = psutil.Process(self.proc.pid)
             return [root, *root.children(recursive=True)]

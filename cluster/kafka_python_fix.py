@@ -69,6 +69,11 @@ from kafka.coordinator.consumer import ConsumerCoordinator
 PATCHED_VERSION = "3.0.12"
 
 
+def _mark(patched) -> None:
+    """Tag a replacement as the course's, so apply() twice patches once."""
+    patched.course_fix = True
+
+
 def apply() -> bool:
     """Patch ConsumerCoordinator.need_rejoin once; True if the installed kafka-python is patched."""
     if kafka.__version__ != PATCHED_VERSION:
@@ -83,7 +88,7 @@ def apply() -> bool:
             return True
         return original(self)
 
-    need_rejoin.course_fix = True
+    _mark(need_rejoin)
     need_rejoin.__doc__ = original.__doc__
     ConsumerCoordinator.need_rejoin = need_rejoin
     _patch_admin_controller()
@@ -109,7 +114,7 @@ def _patch_admin_controller() -> None:
             self._controller_id = None
             return await original(self, request, *args, **kwargs)
 
-    send_request_to_controller.course_fix = True
+    _mark(send_request_to_controller)
     KafkaAdminClient._send_request_to_controller = send_request_to_controller
 
 
@@ -126,7 +131,7 @@ def _patch_coordinator_lookup() -> None:
             await self._manager._net.sleep(self.config["retry_backoff_ms"] / 1000)
             return False
 
-    ensure_coordinator_ready_async.course_fix = True
+    _mark(ensure_coordinator_ready_async)
     BaseCoordinator.ensure_coordinator_ready_async = ensure_coordinator_ready_async
 
 
@@ -145,10 +150,10 @@ def topics_on_broker(admin, node_id: int, names: list[str]) -> dict[str, dict]:
 
 
 def _patch_wait_for_topics() -> None:
-    import time
-
     from kafka import errors
     from kafka.admin.client import KafkaAdminClient
+
+    from .waiting import wait_for
 
     original = KafkaAdminClient.wait_for_topics
     unreachable = (errors.UnknownBrokerIdError, errors.KafkaConnectionError, errors.NodeNotReadyError,
@@ -158,23 +163,23 @@ def _patch_wait_for_topics() -> None:
         if not topic_names:
             return
         names = list(topic_names)
-        deadline = time.monotonic() + timeout_ms / 1000
         original(self, names, timeout_ms)   # ready on one broker
-        for broker in self._manager.cluster.brokers():
-            while True:
-                try:
-                    seen = topics_on_broker(self, broker.node_id, names)
-                except unreachable:   # down or restarting: it catches up before it serves again
-                    break
-                pending = {n: why for n in names if (why := self._topic_not_ready_reason(seen.get(n)))}
-                if not pending:
-                    break
-                if time.monotonic() >= deadline:
-                    raise errors.KafkaTimeoutError(f"Topics not ready on broker {broker.node_id} after "
-                                                   f"{timeout_ms}ms: {pending}")
-                time.sleep(0.05)
 
-    wait_for_topics.course_fix = True
+        def pending_on(node_id: int) -> dict:
+            try:
+                seen = topics_on_broker(self, node_id, names)
+            except unreachable:   # down or restarting: it catches up before it serves again
+                return {}
+            return {n: why for n in names if (why := self._topic_not_ready_reason(seen.get(n)))}
+
+        for broker in self._manager.cluster.brokers():
+            waited = wait_for(lambda b=broker.node_id: pending_on(b), timeout_s=timeout_ms / 1000,
+                              until=lambda pending: not pending, every_s=0.05)
+            if not waited:
+                raise errors.KafkaTimeoutError(f"Topics not ready on broker {broker.node_id} after "
+                                               f"{timeout_ms}ms: {waited.last}")
+
+    _mark(wait_for_topics)
     wait_for_topics.__doc__ = original.__doc__
     KafkaAdminClient.wait_for_topics = wait_for_topics
 

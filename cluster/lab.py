@@ -23,16 +23,21 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from functools import cached_property
 
 from . import settings
-from .connect import (admin_client, anything_listens, bootstrap_servers, connection, group_ids, group_name,
+from .clients import (admin_client, anything_listens, bootstrap_servers, connection, group_ids, group_name,
                       in_namespace, namespace, topic_name, transactional_id)
+from .waiting import wait_for
 
 FLIGHTS_FILE = settings.ROOT / "datasets" / "flights-2013-01.csv.gz"
 INT_COLUMNS = ("year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time",
                "sched_arr_time", "arr_delay", "flight", "air_time", "distance", "hour", "minute")
+
+
+# What deleting a group may answer when the group is gone (or never was).
+GONE = ("OK", "NoError", "GroupIdNotFoundError", "None")
 
 
 @dataclass
@@ -55,7 +60,7 @@ class Lab:
 
     def librdkafka_connection(self) -> dict:
         """confluent-kafka's settings for the same servers and login: Producer(lab.librdkafka_connection())."""
-        from .connect import librdkafka_connection
+        from .clients import librdkafka_connection
 
         return librdkafka_connection()
 
@@ -74,19 +79,16 @@ class Lab:
         topic = self.delete_topic(name)
         spec = {"num_partitions": partitions, "replication_factor": replication_factor,
                 "configs": {k.replace("_", "."): str(v) for k, v in configs.items()}}
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self.admin.create_topics({topic: spec})
-                break
-            except TopicAlreadyExistsError:   # a deletion the brokers have not finished yet
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-            except (PolicyViolationError, InvalidConfigurationError) as e:
-                # kafka-python's text is the whole request and response; the brokers' reason is enough
-                reason = re.search(r"""error_message=(["'])(.+?)\1, """, str(e))
-                raise type(e)(reason.group(2) if reason else str(e)) from None
+        try:
+            # TopicAlreadyExists: a deletion the brokers have not finished yet
+            made = wait_for(lambda: self.admin.create_topics({topic: spec}), timeout_s=30, until=lambda _: True,
+                            every_s=0.2, retry_on=(TopicAlreadyExistsError,))
+        except (PolicyViolationError, InvalidConfigurationError) as e:
+            # kafka-python's text is the whole request and response; the brokers' reason is enough
+            reason = re.search(r"""error_message=(["'])(.+?)\1, """, str(e))
+            raise type(e)(reason.group(2) if reason else str(e)) from None
+        if not made:
+            raise made.last
         self.admin.wait_for_topics([topic])
         return topic
 
@@ -101,11 +103,8 @@ class Lab:
                 self.admin.delete_topics([topic])
             except UnknownTopicOrPartitionError:
                 pass
-            deadline = time.monotonic() + 30
-            while topic in self.admin.list_topics():
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{topic} was deleted but still exists after 30 s; is a broker down?")
-                time.sleep(0.1)
+            if not wait_for(lambda: topic not in self.admin.list_topics(), timeout_s=30, every_s=0.1):
+                raise RuntimeError(f"{topic} was deleted but still exists after 30 s; is a broker down?")
         return topic
 
     def fresh_group(self, name: str) -> str:
@@ -115,20 +114,20 @@ class Lab:
         from kafka.errors import KafkaError
 
         group = self.group(name)
-        deadline = time.monotonic() + 30
-        while True:
+
+        def delete() -> str:
             # No coordinator yet (a new cluster makes its offsets topic first), or one still
             # loading: raised by the lookup, or returned as the error's name by the deletion.
             try:
-                error = self.admin.delete_groups([group]).get(group)
+                return str(self.admin.delete_groups([group]).get(group))
             except KafkaError as e:
-                error = type(e).__name__
-            if str(error) in ("OK", "NoError", "GroupIdNotFoundError", "None"):
-                return group
-            if not getattr(getattr(errors, str(error), None), "retriable", False) or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        if error:
+                return type(e).__name__
+
+        def settled(error: str) -> bool:   # done, or an error that asking again cannot mend
+            return error in GONE or not getattr(getattr(errors, error, None), "retriable", False)
+
+        error = wait_for(delete, timeout_s=30, until=settled, every_s=0.2).last
+        if error not in GONE:
             raise RuntimeError(f"could not reset group {group} ({error}): is one of its members still running?")
         return group
 
@@ -137,21 +136,18 @@ class Lab:
         until the end offsets seen when it starts (or `timeout_s` without a record)."""
         from kafka import KafkaConsumer, TopicPartition
 
-        consumer = KafkaConsumer(**self.connection, enable_auto_commit=False, isolation_level=isolation_level)
-        try:
+        with KafkaConsumer(**self.connection, enable_auto_commit=False, isolation_level=isolation_level) as consumer:
             tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
             consumer.assign(tps)
             consumer.seek_to_beginning()
             stop_at = consumer.end_offsets(tps)
-            records = {tp: [] for tp in tps}
+            records: dict = {tp: [] for tp in tps}
             last = time.monotonic()
             while any(consumer.position(tp) < stop_at[tp] for tp in tps) and time.monotonic() - last < timeout_s:
                 for tp, batch in consumer.poll(timeout_ms=200).items():
                     records[tp].extend(batch)
                     last = time.monotonic()
             return [r for tp in tps for r in records[tp]]
-        finally:
-            consumer.close()
 
     def lose_answers(self, producer, topic: str, partition: int = 0) -> None:
         """Make the network lose the broker's answers to `producer` about `topic`'s partition:
@@ -172,7 +168,7 @@ class Lab:
         """The segment files of one partition (a full topic name) on its leader's disk, oldest
         first: base offset, bytes of its .log, and its files. Only on the local cluster, whose
         data folders are on this machine."""
-        from .connect import mode
+        from .clients import mode
 
         leader = next((p["leader_id"] for t in self.admin.describe_topics([topic]) for p in t["partitions"]
                        if p["partition_index"] == partition), None)
@@ -206,9 +202,7 @@ class Lab:
         mine = self.my_topics()
         if mine:
             self.admin.delete_topics(mine)
-            deadline = time.monotonic() + timeout_s
-            while self.my_topics() and time.monotonic() < deadline:
-                time.sleep(0.2)
+            wait_for(lambda: not self.my_topics(), timeout_s=timeout_s, every_s=0.2)
         return mine
 
     def delete_my_groups(self) -> list[str]:
@@ -312,7 +306,7 @@ class Replay:
         self.start: float | None = None
 
     def event_time(self, event: dict) -> float:
-        return datetime.strptime(event[self.time_field], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        return datetime.strptime(event[self.time_field], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
     def happened(self, event_time) -> float:
         """When an event of this time (epoch seconds, or an aware or UTC datetime) happened on the
@@ -320,7 +314,7 @@ class Replay:
         if self.start is None:
             raise RuntimeError("the replay has not started: call send() first")
         if isinstance(event_time, datetime):
-            event_time = (event_time if event_time.tzinfo else event_time.replace(tzinfo=timezone.utc)).timestamp()
+            event_time = (event_time if event_time.tzinfo else event_time.replace(tzinfo=UTC)).timestamp()
         return self.start + (event_time - self.first) / self.speedup
 
     def send(self, producer, topic: str, key: str | None = "origin") -> int:

@@ -30,10 +30,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import accounts
 from . import settings as S
 from .errors import ClusterError
+
+if TYPE_CHECKING:
+    from .brokers import Cluster
 
 ENV = "COURSE_OWN_CLUSTER"     # set by the grader: {"bootstrap_servers", "username", "password"}
 # One folder per user: on a shared machine (a hub) a folder made by one user would lock the
@@ -48,13 +52,13 @@ def own_settings(home: Path, port_base: int) -> S.Settings:
 
 def own_home() -> Path:
     """Where a student's own cluster lives (COURSE_OWN_CLUSTER_HOME overrides)."""
-    return Path(S.env("COURSE_OWN_CLUSTER_HOME")).resolve()
+    return S.env_path("COURSE_OWN_CLUSTER_HOME").resolve()
 
 
 def _lock_free_port_base() -> tuple[int, int]:
     """A port base of S.OWN_PORT_BASES whose ports are free, locked (an open file descriptor
     with an flock) so that two gradings starting at once never take the same one."""
-    from .kafka import port_holder
+    from .brokers import port_holder
 
     LOCKS.mkdir(mode=0o700, exist_ok=True)
     if LOCKS.lstat().st_uid != os.getuid() or not LOCKS.is_dir():
@@ -82,7 +86,7 @@ class OwnCluster:
 
     bootstrap_servers: str
     account: accounts.Account
-    cluster: object = None          # the running cluster.kafka.Cluster; None when the grader runs it
+    cluster: Cluster | None = None  # the running cluster; None when the grader runs it
     throwaway: bool = False         # a grading's: deleted when the grading ends
     _lock_fd: int | None = field(default=None, repr=False)
 
@@ -93,7 +97,7 @@ class OwnCluster:
 
     def admin(self, **overrides):
         """An admin client with your login (your topics, and a view of the whole cluster)."""
-        from .connect import admin_client
+        from .clients import admin_client
 
         return admin_client("own-cluster", self.connection, **{"request_timeout_ms": 10_000, **overrides})
 
@@ -140,7 +144,7 @@ class OwnCluster:
 
     def show(self) -> None:
         """A table of the nodes: state, the controllers' quorum, partition leaders."""
-        from .kafka import STATUS_HEADER
+        from .brokers import STATUS_HEADER
 
         rows = [STATUS_HEADER] + [r.row() for r in self.status()]
         widths = [max(len(r[i]) for r in rows) for i in range(len(STATUS_HEADER))]
@@ -159,7 +163,7 @@ class OwnCluster:
 def start(home: Path, namespace: str, echo=print) -> OwnCluster:
     """Start a fresh own cluster in `home` (its old content is deleted) with a user for
     `namespace`; the caller owns it and calls down()."""
-    from .kafka import Cluster
+    from .brokers import Cluster
 
     base, fd = _lock_free_port_base()
     try:
@@ -182,18 +186,15 @@ def start(home: Path, namespace: str, echo=print) -> OwnCluster:
 
 def _with_user(cluster, namespace: str) -> OwnCluster:
     account = cluster.add_student(namespace)
-    admin = cluster.admin()
-    try:
+    with cluster.admin() as admin:
         accounts.allow_cluster_view(admin, account.username)
-    finally:
-        admin.close()
     return OwnCluster(cluster.cfg.bootstrap_servers, account, cluster)
 
 
 def running(home: Path | None = None):
-    """The cluster.kafka.Cluster of a student's own cluster that runs in `home` (some of its
+    """The cluster.brokers.Cluster of a student's own cluster that runs in `home` (some of its
     brokers may be stopped: that is what the lab does to it), else None."""
-    from .kafka import Cluster
+    from .brokers import Cluster
 
     home = home or own_home()
     try:
@@ -216,7 +217,7 @@ def attached() -> OwnCluster | None:
 def own_cluster(namespace: str | None = None) -> OwnCluster:
     """Your own cluster: the grader's while grading; else the one running in own_home(), or a
     new one (about 15 s), stopped and deleted when this Python process ends."""
-    from .connect import namespace as default_namespace
+    from .clients import namespace as default_namespace
 
     found = attached()
     if found:
@@ -248,7 +249,7 @@ def connection() -> dict:
     if cluster is None:
         raise ClusterError(f"No cluster of your own runs in {own_home()}.",
                            hint="Run the notebook's first cell (it starts the cluster), then this again.")
-    from .connect import namespace
+    from .clients import namespace
 
     account = cluster.secrets.student(namespace())
     if account is None:

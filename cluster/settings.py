@@ -1,6 +1,6 @@
 """One place for the cluster's ports, folders, pins and Kafka settings.
 
-The local cluster (cluster/kafka.py), the connection helper (cluster/connect.py), the
+The local cluster (cluster/brokers.py), the connection helper (cluster/clients.py), the
 compose file's test (tests/cluster/test_compose.py) and the README all read from here.
 """
 
@@ -273,6 +273,19 @@ def env(name: str) -> str | None:
     return os.environ.get(name) or default
 
 
+def env_value(name: str) -> str:
+    """env(name) of a variable that has a default, so never None."""
+    value = env(name)
+    if value is None:
+        raise KeyError(f"{name} has no default in cluster/settings.py's ENVIRONMENT; use env({name!r})")
+    return value
+
+
+def env_path(name: str) -> Path:
+    """A folder's variable (one with a default) as a Path."""
+    return Path(env_value(name))
+
+
 @cache
 def pyproject() -> dict:
     """pyproject.toml, the one place of every pin. The kit runs from its checkout (an editable
@@ -309,7 +322,7 @@ def kafka_version() -> str:
 
 def jars_cache() -> Path:
     """Where jars are cached: shared by every checkout of the kit on this machine."""
-    return Path(env("COURSE_JARS_CACHE") or Path(env("XDG_CACHE_HOME")) / "kafka-course")
+    return Path(env("COURSE_JARS_CACHE") or env_path("XDG_CACHE_HOME") / "kafka-course")
 
 
 def recorded_port_base(home: Path) -> int | None:
@@ -341,9 +354,9 @@ class Settings:
         user on a shared host: give each user their own port base). Without COURSE_PORT_BASE,
         the port base the cluster in that folder was started with (a new shell, a notebook's
         kernel and `make status` find a cluster that `COURSE_PORT_BASE=27092 make up` started)."""
-        home = Path(env("COURSE_CLUSTER_HOME")).resolve()
+        home = env_path("COURSE_CLUSTER_HOME").resolve()
         chosen = os.environ.get("COURSE_PORT_BASE") or recorded_port_base(home) or DEFAULT_PORT_BASE
-        return cls(home=home, port_base=int(chosen), heap=env("COURSE_BROKER_HEAP"))
+        return cls(home=home, port_base=int(chosen), heap=env_value("COURSE_BROKER_HEAP"))
 
     def port(self, node: int, listener: str = "EXTERNAL") -> int:
         return self.port_base + PORT_BLOCK * LISTENERS.index(listener) + (node - 1)

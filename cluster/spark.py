@@ -16,14 +16,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 from . import jars
 from . import settings as course_settings
-from .connect import account, bootstrap_servers, group_name
+from .clients import account, bootstrap_servers, group_name
+from .waiting import wait_for
 
 # Sized for an 8 GB laptop that also runs three brokers and JupyterLab.
 LAPTOP_CONF = {
@@ -79,7 +79,7 @@ def spark_session(app_name: str = "kafka-course", master: str | None = None, **c
             if key.startswith("spark.sql."):
                 existing.conf.set(key, value)
         return existing
-    master = master or course_settings.env("SPARK_MASTER")
+    master = master or course_settings.env_value("SPARK_MASTER")
     builder = SparkSession.builder.appName(app_name).master(master)
     settings = dict(LAPTOP_CONF, **{"spark.jars": ",".join(str(p) for p in connector_jars())})
     settings["spark.driver.extraJavaOptions"] += f" -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
@@ -125,16 +125,16 @@ def standalone(folder: Path, port: int = 7077, web_port: int = 8080, worker_web_
             with open(folder / f"{name}.log", "wb") as log:
                 procs[name] = subprocess.Popen([str(home / "bin" / "spark-class"), *args], env=env, stdout=log,
                                                stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + STANDALONE_READY_S
-        while not any(w.get("state") == "ALIVE" for w in master_state(web_port).get("workers", [])):
+        def a_worker_alive() -> bool:
             for name, proc in procs.items():
                 if proc.poll() is not None:
                     tail = (folder / f"{name}.log").read_text(errors="replace")[-1500:]
                     raise RuntimeError(f"the Spark {name} exited ({proc.returncode}) while starting:\n{tail}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no Spark worker registered with {url} within {STANDALONE_READY_S} s; "
-                                   f"see {folder}/master.log and worker.log")
-            time.sleep(0.5)
+            return any(w.get("state") == "ALIVE" for w in master_state(web_port).get("workers", []))
+
+        if not wait_for(a_worker_alive, timeout_s=STANDALONE_READY_S, every_s=0.5):
+            raise RuntimeError(f"no Spark worker registered with {url} within {STANDALONE_READY_S} s; "
+                               f"see {folder}/master.log and worker.log")
         yield url
     finally:
         for proc in procs.values():

@@ -18,7 +18,7 @@ import os
 import subprocess
 
 from . import jars
-from .connect import account, bootstrap_servers
+from .clients import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
 from .process import login_file

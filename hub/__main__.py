@@ -2,7 +2,9 @@
 
     python -m hub install [--python /usr/bin/python3]   the users' environment: the student kit
                         and its pinned packages (COURSE_HUB_STATE/env), JupyterHub's proxy
-    python -m hub run   the jars in a cache every user reads, the shared cluster, then the hub
+    python -m hub prepare   the checks, each role's Jupyter config, nbgrader's exchange (what
+                        jupyterhub_config.py reads; run again after changing COURSE_HUB_*)
+    python -m hub run   the jars in a cache every user reads, the shared cluster, prepare, the hub
 
 (`sudo -E make hub` does both.) hub/course_hub.py says what each user's server gets."""
 
@@ -46,7 +48,7 @@ def install(python: str) -> Path:
 
 def run() -> None:
     from cluster import jars
-    from cluster.kafka import Cluster
+    from cluster.brokers import Cluster
     from cluster.settings import jars_cache, pins
 
     # labs 8-10 start JVMs with the pinned jars: one cache for all users, readable by all
@@ -56,6 +58,7 @@ def run() -> None:
     subprocess.run(["chmod", "-R", "a+rX", str(jars_cache())], check=True)
     print(f"The shared cluster: {course_hub.size_cluster()}", flush=True)
     print(f"The shared cluster: {Cluster().up()}", flush=True)
+    course_hub.prepare()
     config = Path(__file__).with_name("jupyterhub_config.py")
     hub = Path(sys.prefix) / "bin" / "jupyterhub"
     os.chdir(course_hub.private_dir())
@@ -69,12 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     i = sub.add_parser("install", help="the users' environment and JupyterHub's proxy")
     i.add_argument("--python", default="/usr/bin/python3",
                    help="a Python 3.11+ that every user can run (not one under /root)")
-    sub.add_parser("run", help="jars, the shared cluster, then JupyterHub")
+    sub.add_parser("prepare", help="the checks and what the config file reads (run does it too)")
+    sub.add_parser("run", help="jars, the shared cluster, prepare, then JupyterHub")
     a = p.parse_args(argv)
     if os.geteuid() != 0:
         raise SystemExit("python -m hub runs as root (it starts servers as the users): use sudo -E (-E keeps COURSE_HUB_*).")
     if a.action == "install":
         install(a.python)
+    elif a.action == "prepare":
+        print(f"Prepared: {', '.join(map(str, course_hub.prepare().values()))}")
     else:
         run()
     return 0

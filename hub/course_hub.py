@@ -36,7 +36,7 @@ from autograder.exchange import local_uid
 from autograder.sandbox import readable_by_all, runs_as_another_user
 from cluster import accounts
 from cluster.k8s import NAME, read_roster
-from cluster.settings import ROOT, env, jars_cache
+from cluster.settings import ROOT, env, env_path, jars_cache
 
 COURSE_ID = "kafka-course"
 STUDENT, INSTRUCTOR = "student", "instructor"
@@ -61,7 +61,7 @@ class HubError(SystemExit):
 
 # --- settings -----------------------------------------------------------------------------
 def state_dir() -> Path:
-    return Path(env("COURSE_HUB_STATE"))
+    return env_path("COURSE_HUB_STATE")
 
 
 def user_env() -> Path:
@@ -69,19 +69,16 @@ def user_env() -> Path:
 
 
 def private_dir() -> Path:
-    """The hub's database and cookie secret: root's only."""
-    folder = state_dir() / "private"
-    folder.mkdir(parents=True, exist_ok=True)
-    folder.chmod(0o700)
-    return folder
+    """The hub's database and cookie secret: root's only (prepare() makes it)."""
+    return state_dir() / "private"
 
 
 def course_dir() -> Path:
-    return Path(env("COURSE_HUB_COURSE"))
+    return env_path("COURSE_HUB_COURSE")
 
 
 def exchange_dir() -> Path:
-    return Path(env("COURSE_HUB_EXCHANGE"))
+    return env_path("COURSE_HUB_EXCHANGE")
 
 
 def roles() -> dict[str, str]:
@@ -142,6 +139,15 @@ def jupyter_config(role: str, subdomains: bool) -> dict[str, object]:
     }
 
 
+def subdomains() -> bool:
+    return bool(env("COURSE_HUB_SUBDOMAIN_HOST"))
+
+
+def jupyter_config_folders() -> dict[str, Path]:
+    """Role -> its Jupyter config folder (written by write_jupyter_configs)."""
+    return {role: state_dir() / "jupyter" / role for role in (STUDENT, INSTRUCTOR)}
+
+
 def write_jupyter_configs(subdomains: bool) -> dict[str, Path]:
     folders = {}
     for role in (STUDENT, INSTRUCTOR):
@@ -162,7 +168,7 @@ def admin_login() -> tuple[str, str]:
     """The course admin's bootstrap servers and password: another cluster's if
     KAFKA_ADMIN_PASSWORD is set, else the local cluster of this checkout (the hub runs as root
     and reads its secrets)."""
-    from cluster.connect import admin_connection
+    from cluster.clients import admin_connection
 
     found = admin_connection()
     return found["bootstrap_servers"], found["sasl_plain_password"]
@@ -178,15 +184,12 @@ def students_servers() -> str:
 def kafka_login(name: str) -> dict[str, str]:
     """The environment that logs `name` in to Kafka with a namespace of its own: a new password
     each time, so a password seen once (an old notebook's output) stops working."""
-    from cluster.connect import admin_client
+    from cluster.clients import admin_client
 
     account = accounts.Account(name, accounts.new_password())
-    admin = admin_client("course-hub", request_timeout_ms=15_000)
-    try:
+    with admin_client("course-hub", request_timeout_ms=15_000) as admin:
         accounts.setup_cluster(admin)
         accounts.grant(admin, account, name)
-    finally:
-        admin.close()
     return {"COURSE_MODE": "hosted", "LAB_NAMESPACE": name, "KAFKA_USERNAME": name,
             "KAFKA_PASSWORD": account.password, "KAFKA_BOOTSTRAP_SERVERS": students_servers()}
 
@@ -194,13 +197,10 @@ def kafka_login(name: str) -> dict[str, str]:
 def revoke_kafka_login(name: str) -> None:
     """`name`'s Kafka password and ACLs deleted (its topics stay): nothing it left running after its
     server stopped (a script started with nohup, a password copied elsewhere) reaches Kafka."""
-    from cluster.connect import admin_client
+    from cluster.clients import admin_client
 
-    admin = admin_client("course-hub", request_timeout_ms=15_000)
-    try:
+    with admin_client("course-hub", request_timeout_ms=15_000) as admin:
         accounts.revoke(admin, name)
-    finally:
-        admin.close()
 
 
 # --- the spawner's hooks ----------------------------------------------------------------------
@@ -290,12 +290,12 @@ def check(who: dict[str, str]) -> None:
         raise HubError(f"other users may enter the home of {', '.join(open_homes[:5])} (their notebooks).",
                        "chmod 700 each home (and set HOME_MODE 0700 in /etc/login.defs for new users).")
     try:
-        from cluster.connect import admin_client
+        from cluster.clients import admin_client
         admin_client("course-hub-check", request_timeout_ms=10_000).close()
     except Exception as e:
         raise HubError(f"the course's Kafka cluster does not answer its admin ({type(e).__name__}: {e}).",
                        "Start it (`python -m hub run` does), or set KAFKA_ADMIN_BOOTSTRAP_SERVERS and "
-                       "KAFKA_ADMIN_PASSWORD for a cluster run elsewhere.")
+                       "KAFKA_ADMIN_PASSWORD for a cluster run elsewhere.") from None
 
 
 def proxy() -> str | None:
@@ -305,6 +305,37 @@ def proxy() -> str | None:
         if (folder / "configurable-http-proxy").exists():
             return str(folder / "configurable-http-proxy")
     return shutil.which("configurable-http-proxy")
+
+
+def prepare() -> dict[str, Path]:
+    """Everything the hub needs before it starts, checked and made (`python -m hub prepare`;
+    `python -m hub run` does it first): root, the roster, each role's Jupyter config, what users
+    would otherwise meet later as failures, nbgrader's exchange, the hub's private folder. The
+    config file (jupyterhub_config.py) only reads what this made."""
+    check_root()
+    who = roles()
+    configs = write_jupyter_configs(subdomains=subdomains())
+    check(who)
+    prepare_exchange()
+    private_dir().mkdir(parents=True, exist_ok=True)
+    private_dir().chmod(0o700)
+    return configs
+
+
+def prepared() -> dict[str, Path]:
+    """The config folders prepare() wrote; a HubError saying to run it if they are missing or
+    written for another subdomain setting."""
+    folders = jupyter_config_folders()
+    missing = [str(f) for f in folders.values() if not (f / "jupyter_server_config.json").is_file()]
+    if missing or not private_dir().is_dir():
+        raise HubError(f"the hub has not been prepared ({', '.join(missing) or private_dir()} missing).",
+                       "Run `sudo -E python -m hub prepare` first (`python -m hub run` prepares, then starts it).")
+    for role, folder in folders.items():
+        if json.loads((folder / "jupyter_server_config.json").read_text()) != jupyter_config(role, subdomains())[
+                "jupyter_server_config.json"]:
+            raise HubError(f"{role}s' Jupyter config was prepared with other settings (COURSE_HUB_SUBDOMAIN_HOST).",
+                           "Run `sudo -E python -m hub prepare` again with this environment.")
+    return folders
 
 
 def prepare_exchange() -> None:

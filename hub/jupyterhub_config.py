@@ -7,18 +7,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the checkout the hub runs from
 
-from cluster.settings import env  # noqa: E402
-from hub import course_hub  # noqa: E402
+from cluster.settings import env
+from hub import course_hub
 
-c = get_config()  # noqa: F821 - provided by JupyterHub
+c = get_config()  # type: ignore[name-defined]  # noqa: F821 - provided by JupyterHub
 
-# Each step refuses to start the hub, saying what to do, rather than fail a user later.
-course_hub.check_root()
+# This file only reads: `python -m hub prepare` (run by `python -m hub run`) checked and made
+# everything first, refusing to start the hub, saying what to do, rather than fail a user later.
 who = course_hub.roles()
 subdomain_host = env("COURSE_HUB_SUBDOMAIN_HOST")
-configs = course_hub.write_jupyter_configs(subdomains=bool(subdomain_host))
-course_hub.check(who)
-course_hub.prepare_exchange()
+configs = course_hub.prepared()
 
 # Who: local users of this machine (PAM) on the roster; nobody else.
 c.JupyterHub.authenticator_class = "pam"

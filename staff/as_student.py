@@ -33,7 +33,7 @@ from autograder.kernel import CELL_TIMEOUT_S, DEMO_TAG
 from autograder.pipeline import copy_release, namespace_groups, remove_namespace, test_label
 from cluster import accounts
 from cluster.accounts import Account
-from cluster.connect import admin_client, admin_connection
+from cluster.clients import admin_client, admin_connection
 from selfcheck.checks import policy
 
 # A test cell runs the part's check in the kernel: it may start scripts, crash them and wait
@@ -54,15 +54,12 @@ def footprint(connection: dict, namespace: str) -> dict:
     """What a namespace holds on the cluster: its topics, their partitions (each kept on three
     brokers), its consumer groups. What one student's lab leaves behind until the next lab's
     start_lab() deletes the topics."""
-    from cluster.connect import in_namespace
+    from cluster.clients import in_namespace
 
-    admin = admin_client("selftest", connection)
-    try:
+    with admin_client("selftest", connection) as admin:
         topics = [t for t in admin.list_topics() if in_namespace(namespace, t)]
         partitions = sum(len(t["partitions"]) for t in admin.describe_topics(topics)) if topics else 0
         return {"topics": len(topics), "partitions": partitions, "groups": len(namespace_groups(admin, namespace))}
-    finally:
-        admin.close()
 
 
 def run(lab: str, notebook: Path, demos: bool = False) -> dict:
@@ -72,11 +69,8 @@ def run(lab: str, notebook: Path, demos: bool = False) -> dict:
     namespace = f"self-{lab}-{secrets.token_hex(4)}"
     account = Account(namespace, accounts.new_password())
     connection = admin_connection()
-    admin = admin_client("selftest", connection)
-    try:
+    with admin_client("selftest", connection) as admin:
         accounts.grant(admin, account, namespace)
-    finally:
-        admin.close()
     folder = Path(tempfile.mkdtemp(prefix=f"as-student-{lab}-"))
     copy_release(lab, folder)
     env = {k: v for k, v in os.environ.items() if k != "COURSE_OWN_CLUSTER"}
@@ -96,7 +90,7 @@ def run(lab: str, notebook: Path, demos: bool = False) -> dict:
                 label = test_label(cell)
                 if label in parts:   # each part is checked once, as when grading
                     continue
-                client.timeout = CHECK_TIMEOUT_S if label else cell_timeout
+                client.timeout = CHECK_TIMEOUT_S if label else cell_timeout  # type: ignore[assignment]  # seconds
                 try:
                     client.execute_cell(cell, index)
                 except DeadKernelError:
@@ -109,7 +103,7 @@ def run(lab: str, notebook: Path, demos: bool = False) -> dict:
     finally:
         try:
             left = footprint(connection, namespace)
-        except Exception as e:   # noqa: BLE001 - a figure for a table, not the run's outcome
+        except Exception as e:  # a figure for a table, not the run's outcome
             left = {"error": f"{type(e).__name__}: {e}"}
         try:
             remove_namespace(connection, namespace, account.username)

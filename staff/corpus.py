@@ -40,7 +40,7 @@ class Scenario:
     def build(self, solution: nbformat.NotebookNode, release: nbformat.NotebookNode | None = None) -> nbformat.NotebookNode:
         if self.base == "release" and release is None:
             raise ValueError(f"{self.name} starts from the blank release: pass it")
-        nb = copy.deepcopy(release if self.base == "release" else solution)
+        nb = copy.deepcopy(solution if release is None or self.base != "release" else release)
         added = 0
         for e in self.edits:
             if e.kind == "answers":

@@ -28,6 +28,7 @@ import psutil
 from autograder.pipeline import RELEASE, SOLUTIONS, course_labs, grading_secret, graded_parts
 from autograder.results import visible_scores
 from cluster.settings import ROOT
+from cluster.waiting import wait_for
 from selfcheck.checks import policy
 
 from .corpus import Scenario, scenarios, student_work
@@ -57,7 +58,7 @@ class Outcome:
     output: str
     seconds: float
     exit_code: int
-    problems: list[str] = None     # what went wrong beyond the score: leaks, leftovers
+    problems: list[str] | None = None     # what went wrong beyond the score: leaks, leftovers
 
     @property
     def ok(self) -> bool:
@@ -171,18 +172,17 @@ def kafka_access_left(user: str) -> list[str]:
                              ResourcePatternFilter, ResourceType)
 
     from cluster import accounts
-    from cluster.connect import admin_client
+    from cluster.clients import admin_client
 
     try:
         admin = admin_client("selftest")
-    except Exception as e:   # noqa: BLE001 - any failure to reach the brokers means the same to the user
+    except Exception as e:  # any failure to reach the brokers means the same to the user
         raise SystemExit(f"selftest: the Kafka cluster does not answer ({type(e).__name__}); the corpus is graded "
                          "on it. Start it with `make up` (or `python -m cluster up`), then run this again.") from None
     try:
-        deadline = time.monotonic() + 10   # the brokers learn of a deletion a moment after the controller
-        while user in accounts.users(admin) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = ["password"] if user in accounts.users(admin) else []
+        # the brokers learn of a deletion a moment after the controller
+        gone = wait_for(lambda: user not in accounts.users(admin), timeout_s=10, every_s=0.2)
+        left = [] if gone else ["password"]
         acls, _ = admin.describe_acls(ACLFilter(f"User:{user}", None, ACLOperation.ANY, ACLPermissionType.ANY,
                                                 ResourcePatternFilter(ResourceType.ANY, None,
                                                                       ACLResourcePatternType.ANY)))
@@ -253,11 +253,11 @@ def broker_settings() -> dict:
     """Every broker's configuration, as the cluster reports it."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    from cluster.connect import admin_client
+    from cluster.clients import admin_client
 
     try:
         admin = admin_client("selftest")
-    except Exception as e:   # noqa: BLE001 - any failure to reach the brokers means the same to the user
+    except Exception as e:  # any failure to reach the brokers means the same to the user
         raise SystemExit(f"selftest: the Kafka cluster does not answer ({type(e).__name__}); the corpus is graded "
                          "on it. Start it with `make up` (or `python -m cluster up`), then run this again.") from None
     try:
@@ -294,7 +294,7 @@ def run_pooled(todo: list, tmp: Path, jobs: int, runner=run) -> list:
                 while True:
                     if not pending:
                         return
-                    case = next((c for c in pending if cap[c.lab] is None or running[c.lab] < cap[c.lab]), None)
+                    case = next((c for c in pending if (most := cap[c.lab]) is None or running[c.lab] < most), None)
                     if case is not None:
                         break
                     turn.wait()
@@ -302,7 +302,7 @@ def run_pooled(todo: list, tmp: Path, jobs: int, runner=run) -> list:
                 running[case.lab] += 1
             try:
                 results[id(case)] = runner(case, tmp)
-            except BaseException as e:   # noqa: BLE001 - reported below, by the main thread
+            except BaseException as e:  # reported below, by the main thread
                 results[id(case)] = e
             finally:
                 with turn:
@@ -320,13 +320,13 @@ def run_pooled(todo: list, tmp: Path, jobs: int, runner=run) -> list:
     return [results[id(c)] for c in todo]
 
 
-def grade_all(selected: list[str], jobs: int = 2, corpus_dir: Path | None = None, only: list[str] | None = None,
-              via: str = "cli") -> Report:
+def grade_corpus(selected: list[str], jobs: int = 2, corpus_dir: Path | None = None, only: list[str] | None = None,
+                 via: str = "cli") -> Report:
     """Grade every case of the selected labs (the CLI: `jobs` at a time; or nbgrader), or run
     each piece of student work as its student would, with the self-checks in the kernel
     (via="kernel"), for the scores the grader must give it."""
-    with tempfile.TemporaryDirectory(prefix="selftest-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="selftest-") as tmp_name:
+        tmp = Path(tmp_name)
         todo = cases(selected, corpus_dir or tmp / "corpus", student_work if via == "kernel" else scenarios)
         if via == "kernel":   # the grader's notes are not the self-check's
             todo = [Case(c.name, c.lab, c.notebook, c.expected) for c in todo]
@@ -376,7 +376,7 @@ def describe(o: Outcome, width: int = 0) -> str:
 def selftest(labs: list[str] | None = None, jobs: int = 2, write_corpus: str | None = None,
              only: list[str] | None = None, via: str = "cli") -> int:
     selected = labs or globals()["labs"]()
-    report = grade_all(selected, jobs, Path(write_corpus) if write_corpus else None, only, via)
+    report = grade_corpus(selected, jobs, Path(write_corpus) if write_corpus else None, only, via)
     width = max((len(f"{o.case.lab} {o.case.name}") for o in report.outcomes), default=0)
     for o in report.outcomes:
         print(describe(o, width))

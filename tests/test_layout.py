@@ -62,7 +62,7 @@ def test_a_planted_import_across_the_line_is_caught(tmp_path, monkeypatch):
 
     planted = tmp_path / "selfcheck"
     planted.mkdir()
-    (planted / "sneaky.py").write_text("def f():\n    from autograder.pipeline import grade\n"
+    (planted / "sneaky.py").write_text("def f():\n    from autograder.pipeline import grade_notebook\n"
                                        "x = \"__import__('autograder.kernel')\"\n")
     monkeypatch.setattr(layout, "ROOT", tmp_path)
     assert sorted(layout.crossings(("selfcheck",), ("autograder",))) == [

@@ -25,13 +25,14 @@ from __future__ import annotations
 import importlib
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
-from cluster.connect import admin_client, qualify
+from cluster.clients import admin_client, qualify
 
-from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten, RaisedInKernel, answer_name  # noqa: F401 - the checks' vocabulary
+from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten, RaisedInKernel, answer_name  # the checks' vocabulary
 from ..plain import NotPlain, plain
 
 DEFAULT_SEED = 6544  # self-checks in a student's kernel; grading uses the course's secret seed
@@ -94,7 +95,7 @@ class LocalSubmission:
 
     def value(self, expr: str, timeout: float | None = None) -> Any:   # in the kernel: no time limit
         try:
-            found = eval(expr, self.ns)  # noqa: S307 - the student's own kernel
+            found = eval(expr, self.ns)  # the student's own kernel
         except NameError as e:
             raise MissingAnswer(answer_name(expr), str(e)) from None
         except NotImplementedError:
@@ -116,7 +117,7 @@ class Context:
     sub: Submission
     namespace: str
     # kafka-python settings of whoever the check reads as: the course's admin when grading, the
-    # student's own login in a self-check (cluster.connect.connection()).
+    # student's own login in a self-check (cluster.clients.connection()).
     kafka: dict
     seed: int = DEFAULT_SEED
     workdir: Path = field(default_factory=Path.cwd)       # the notebook's folder
@@ -193,7 +194,7 @@ def run_cleanups(cleanup: list[Callable[[], None]]) -> list[str]:
 @dataclass
 class Check:
     label: str
-    func: Callable[[Context], None]
+    func: Callable[[Context], str | None]   # what it returns: more to say (a prediction's feedback)
     title: str
     # When grading, the student's kernel is frozen while its check runs, so nothing the student
     # left running can act meanwhile (write a file the check reads, join a group it watches).
@@ -263,7 +264,7 @@ def run_check(label: str, ctx: Context) -> str | None:
 def grade(label: str, user_ns: dict | None = None) -> None:
     """Called by a notebook's test cell: run the check for `label` against this notebook
     and the live cluster. Prints one line when it passes; raises CheckFailed when not."""
-    from cluster.connect import connection, namespace
+    from cluster.clients import connection, namespace
 
     if user_ns is None:
         from IPython import get_ipython

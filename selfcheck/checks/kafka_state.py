@@ -6,7 +6,7 @@ import time
 
 from kafka import KafkaConsumer, TopicPartition
 
-from cluster.connect import in_namespace
+from cluster.clients import in_namespace
 
 from . import CheckFailed, Context, expect
 from .bounded_reads import bounded_poll
@@ -60,14 +60,11 @@ def fill(ctx: Context, topic: str, counts: dict[int, int], key: bytes | None = N
     """counts[p] records of the grader's in each partition p of the topic (a full name), all sent."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(**ctx.kafka)
-    try:
+    with KafkaProducer(**ctx.kafka) as producer:
         for p, n in counts.items():
             for _ in range(n):
                 producer.send(topic, key=key, value=value, partition=p)
         producer.flush()
-    finally:
-        producer.close()
 
 
 def short_name(topic: str) -> str:
@@ -91,15 +88,15 @@ def read_all(ctx: Context, name: str, limit: int = 300_000, isolation_level: str
     topic = ctx.topic(name)
     # Small fetches, and bounded_poll stops any batch that decompresses past its bound (a
     # compression bomb), before the size check below could.
-    consumer = KafkaConsumer(**ctx.kafka, enable_auto_commit=False,
-                             client_id=f"grader-{ctx.namespace}", max_partition_fetch_bytes=2**20,
-                             fetch_max_bytes=4 * 2**20, isolation_level=isolation_level)
-    try:
+    with KafkaConsumer(**ctx.kafka, enable_auto_commit=False,
+                       client_id=f"grader-{ctx.namespace}", max_partition_fetch_bytes=2**20,
+                       fetch_max_bytes=4 * 2**20, isolation_level=isolation_level) as consumer:
         tps = [TopicPartition(topic, p["partition_index"]) for p in meta["partitions"]]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         end = consumer.end_offsets(tps)
-        records, size = [], 0
+        records: list = []
+        size = 0
         deadline = time.monotonic() + READ_DEADLINE_S
         while any(consumer.position(tp) < end[tp] for tp in tps):
             if time.monotonic() > deadline:
@@ -113,8 +110,6 @@ def read_all(ctx: Context, name: str, limit: int = 300_000, isolation_level: str
             if len(records) > limit:
                 break
         return records
-    finally:
-        consumer.close()
 
 
 def end_offsets(ctx: Context, name: str) -> dict[int, int]:
@@ -129,12 +124,9 @@ def log_start_offsets(ctx: Context, name: str) -> dict[int, int]:
 
 def _offsets(ctx: Context, name: str, which: str) -> dict[int, int]:
     meta = describe_topic(ctx, name)
-    consumer = KafkaConsumer(**ctx.kafka)
-    try:
+    with KafkaConsumer(**ctx.kafka) as consumer:
         tps = [TopicPartition(ctx.topic(name), p["partition_index"]) for p in meta["partitions"]]
         return {tp.partition: off for tp, off in getattr(consumer, which)(tps).items()}
-    finally:
-        consumer.close()
 
 
 def committed_offsets(ctx: Context, group: str, name: str) -> dict[int, int]:

@@ -28,7 +28,7 @@ def expected_updates() -> Counter:
     """Miles flown per carrier over the flights the notebook sends: the truth for lab1-q4."""
     from cluster.lab import load_flights
 
-    totals = Counter()
+    totals: Counter = Counter()
     for f in load_flights(day=1)[:UPDATES]:
         totals[f["carrier"]] += f["distance"]
     return totals
@@ -156,7 +156,7 @@ def stream_matches_rpc(ctx: Context) -> None:
     expect_equal(len(records), UPDATES, f"number of events on {ctx.topic(EVENTS_TOPIC)}",
                  hint="Send exactly one event per update, and flush the producer before reading: "
                       "send() only buffers events.")
-    from_topic = Counter()
+    from_topic: Counter = Counter()
     for r in records:
         try:
             e = Event.FromString(r.value)
@@ -193,7 +193,7 @@ def graders_events(ctx: Context) -> tuple[str, dict]:
     Event = messages()["CounterEvent"]
     topic = graders_topic(ctx, "grader-events", 3)
     keys = [f"K{ctx.rng.randrange(10**4):04d}" for _ in range(5)]
-    sums = Counter()
+    sums: Counter = Counter()
     producer = KafkaProducer(**ctx.kafka)
     for i in range(ctx.rng.randrange(40, 80)):
         key, amount = ctx.rng.choice(keys), ctx.rng.randrange(1, 5000)
@@ -383,11 +383,11 @@ def batched_clearly_first(best: dict[str, float]) -> bool:
 def predicted_the_fastest(ctx: Context) -> str:
     """an order of the three ways was predicted (the grader measures them and says how it compares)"""
     b = bench(ctx)
-    nothing = lambda: None  # noqa: E731
+    nothing = lambda: None
     rates = best_rates({"rpc": (b.rpc, 40, nothing),
                         "kafka one by one": (lambda: b.send().get(timeout=10), 20, nothing),
                         BATCHED: (b.send, 400, b.producer.flush)}, decided=batched_clearly_first)
-    measured = sorted(rates, key=rates.get, reverse=True)
+    measured = sorted(rates, key=lambda way: rates[way], reverse=True)
     predicted = list(prediction(ctx, "predicted_order",
                                 lambda v: isinstance(v, (list, tuple)) and sorted(map(str, v)) == sorted(rates),
                                 sorted(rates), "the three ways, most operations per second first"))

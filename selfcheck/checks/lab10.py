@@ -24,8 +24,18 @@ import time
 from functools import cache
 
 from cluster.safe_files import make_dirs, read_text, write_text
+from cluster.waiting import wait_for
 
-from . import CheckFailed, Context, RaisedInKernel, check, expect, expect_equal, prediction, prediction_feedback
+from . import (
+    CheckFailed,
+    Context,
+    RaisedInKernel,
+    check,
+    expect,
+    expect_equal,
+    prediction,
+    prediction_feedback,
+)
 from .kafka_state import describe_topic, read_all, topic_configs
 
 FLIGHTS = 12                          # seeded flights per check
@@ -51,7 +61,7 @@ def avro_bytes(schema: dict, record: dict) -> bytes:
 def avro_record(data: bytes, writer: dict, reader: dict | None = None) -> dict:
     import fastavro
 
-    return fastavro.schemaless_reader(io.BytesIO(data), fastavro.parse_schema(copy.deepcopy(writer)),
+    return fastavro.schemaless_reader(io.BytesIO(data), fastavro.parse_schema(copy.deepcopy(writer)),  # type: ignore[return-value]
                                       None if reader is None else fastavro.parse_schema(copy.deepcopy(reader)))
 
 
@@ -113,7 +123,7 @@ def three_encodings(ctx: Context) -> None:
             data = as_bytes(value, f"{name}(flight)")
             try:
                 back = decode(data)
-            except Exception as e:   # noqa: BLE001 - anything undecodable is the student's encoding
+            except Exception as e:  # anything undecodable is the student's encoding
                 raise CheckFailed(f"the grader could not decode {name}({f['id']!r}) with the course's contract "
                                   f"({type(e).__name__})", expected=EXPECTED_BYTES[name], found=data[:40],
                                   hint={"to_json": "Encode the dict with json.dumps(...).encode().",
@@ -179,7 +189,7 @@ def seeded_record(ctx: Context) -> dict:
     names = rng.sample(words, 5)
     types = [rng.choice(["string", "int", "long", "double", "boolean"]) for _ in names]
     types[0] = "int"   # one int, for the promotion
-    fields = [{"name": n, "type": t} for n, t in zip(names, types)]
+    fields: list[dict] = [{"name": n, "type": t} for n, t in zip(names, types)]
     fields.append({"name": "remark", "type": ["null", "string"], "default": None})
     return {"type": "record", "name": rng.choice(["Turnaround", "Stopover", "Boarding"]), "namespace": "ops",
             "fields": fields}
@@ -290,7 +300,7 @@ def registered(ctx: Context) -> dict[int, dict]:
         try:
             entry = json.loads(value)
             found[int(entry["id"])] = entry["schema"] if isinstance(entry["schema"], dict) else json.loads(entry["schema"])
-        except Exception:   # noqa: BLE001 - records of another shape are the student's own business
+        except Exception:  # records of another shape are the student's own business
             continue
     return found
 
@@ -308,16 +318,13 @@ def registry_on_a_topic(ctx: Context) -> None:
     subject = f"grader-{ctx.rng.randrange(10**6)}"
     # Versions other registry processes stored before, with ids nobody could know in advance: so
     # no id (nor a wire header printed by an earlier run) can be written down.
-    producer = KafkaProducer(**ctx.kafka)
-    try:
+    with KafkaProducer(**ctx.kafka) as producer:
         for _ in range(ctx.rng.randrange(1, 5)):      # however a registry numbers them, ids vary
             earlier = ctx.rng.randrange(100, 1000)
             producer.send(ctx.topic(REGISTRY), key=f"earlier-{earlier}/1".encode(),
                           value=json.dumps({"subject": f"earlier-{earlier}", "version": 1, "id": earlier,
                                             "schema": changed(ctx, seeded_record(ctx), "add with default")}).encode()
                           ).get(timeout=30)
-    finally:
-        producer.close()
     v1 = seeded_record(ctx)
     v2 = changed(ctx, copy.deepcopy(v1), "add with default")
     bad = changed(ctx, copy.deepcopy(v2), "add without default")
@@ -344,13 +351,10 @@ def registry_on_a_topic(ctx: Context) -> None:
     # Another registry process registers a schema: ids live on the topic, not in one process.
     other = max(on_topic) + 1 + ctx.rng.randrange(1000, 9000)
     theirs = changed(ctx, seeded_record(ctx), "add with default")
-    producer = KafkaProducer(**ctx.kafka)
-    try:
+    with KafkaProducer(**ctx.kafka) as producer:
         producer.send(ctx.topic(REGISTRY), key=f"other-{other}/1".encode(),
                       value=json.dumps({"subject": f"other-{other}", "version": 1, "id": other,
                                         "schema": theirs}).encode()).get(timeout=30)
-    finally:
-        producer.close()
     got = attempt(ctx, f"schema_by_id({other})")
     expect_equal(got, {"value": theirs}, f"schema_by_id({other}), a schema another registry process put on the topic",
                  hint="Look ids up on the topic (read it to its end offsets), not in a dict of this process.")
@@ -422,12 +426,10 @@ def lines_of(ctx: Context, topic: str) -> list[str]:
     return [r.value.decode(errors="replace") for r in sorted(read_all(ctx, topic), key=lambda r: r.offset)]
 
 
-def wait_until(what: str, ready, worker, hint: str) -> None:
-    deadline = time.monotonic() + CONNECT_WAIT_S
-    while not ready():
-        if time.monotonic() > deadline:
-            raise CheckFailed(f"{what} within {CONNECT_WAIT_S} s", found=worker.log_tail(2), hint=hint)
-        time.sleep(0.5)
+def worker_did(what: str, ready, worker, hint: str) -> None:
+    """Wait until ready() (the Connect worker did `what`); the student's problem if it never does."""
+    if not wait_for(ready, timeout_s=CONNECT_WAIT_S, every_s=0.5):
+        raise CheckFailed(f"{what} within {CONNECT_WAIT_S} s", found=worker.log_tail(2), hint=hint)
 
 
 def file_lines(folder, name: str) -> list[str]:
@@ -471,19 +473,16 @@ def connect_moves_files(ctx: Context) -> None:
     make_dirs(base, folder.name)
     write_text(folder, csv.name, "\n".join(lines[:FIRST_LINES]) + "\n", mode=0o644)
     sent = [f"{f['id']} left {f['dep_time']}" for f in made_up_flights(ctx, SINK_RECORDS)]
-    producer = KafkaProducer(**ctx.kafka)
-    try:
+    with KafkaProducer(**ctx.kafka) as producer:
         for v in sent:
             producer.send(outof, v.encode())
         producer.flush()
-    finally:
-        producer.close()
     env = ctx.env or {}
     login = Account(env["KAFKA_USERNAME"], env["KAFKA_PASSWORD"]) if env.get("KAFKA_USERNAME") else None
     launch = None
     if ctx.sandbox is not None:      # grading: the worker in the sandbox, as the grading's Kafka user
         sandbox = ctx.sandbox.with_writable(folder)
-        launch = lambda argv, **kw: sandbox.popen(argv, dict(env), **kw)   # noqa: E731
+        launch = lambda argv, **kw: sandbox.popen(argv, dict(env), **kw)
     hint_sink = ("A sink connector's consumer group is connect-<name> unless you set consumer.override.group.id: "
                  "the brokers let you use only groups in your namespace (lab.group(...)).")
 
@@ -492,14 +491,14 @@ def connect_moves_files(ctx: Context) -> None:
                              private_rest=ctx.sandbox is not None)
     try:
         with worker() as running:
-            wait_until(f"the first {FIRST_LINES} lines of the file on the topic",
+            worker_did(f"the first {FIRST_LINES} lines of the file on the topic",
                        lambda: len(lines_of(ctx, short_name(into))) >= FIRST_LINES, running, "")
-            wait_until(f"{SINK_RECORDS} records of the topic in the sink's file",
+            worker_did(f"{SINK_RECORDS} records of the topic in the sink's file",
                        lambda: len(file_lines(folder, out.name)) >= SINK_RECORDS, running, hint_sink)
         # the file grows while the worker is down
         write_text(folder, csv.name, "\n".join(lines[FIRST_LINES:]) + "\n", mode=0o644, append=True)
         with worker() as running:
-            wait_until(f"all {len(lines)} lines on the topic after the restart",
+            worker_did(f"all {len(lines)} lines on the topic after the restart",
                        lambda: len(lines_of(ctx, short_name(into))) >= len(lines), running, "")
             time.sleep(2)    # a source that started the file over would add lines now
     except ClusterError as e:

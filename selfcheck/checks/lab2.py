@@ -29,7 +29,8 @@ def identity(carrier, flight, origin, dest, sched_dep_time) -> tuple:
 
 def mean_delays(flights) -> dict[str, float]:
     """Mean dep_delay per origin over the flights that have one, unrounded (see same_delays)."""
-    sums, counts = Counter(), Counter()
+    sums: Counter = Counter()
+    counts: Counter = Counter()
     for f in flights:
         if f["dep_delay"] is not None:
             sums[f["origin"]] += f["dep_delay"]
@@ -72,7 +73,7 @@ def flights_on_the_topic(ctx: Context) -> None:
     expect_equal(len(records), len(truth), f"number of messages on {ctx.topic(TOPIC)}",
                  hint="Send each flight exactly once and flush before you check; re-run the notebook from the "
                       "top if you sent some twice.")
-    seen = Counter()
+    seen: Counter = Counter()
     for r in records:
         try:
             f = Flight().FromString(r.value)

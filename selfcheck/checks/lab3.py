@@ -41,7 +41,7 @@ def partition_cases(ctx: Context, cases: int = 8) -> list[tuple[bytes, int]]:
     def key() -> bytes:
         return bytes(ctx.rng.randrange(256) for _ in range(ctx.rng.randrange(1, 12)))
 
-    found = []
+    found: list = []
     while len(found) < 2:
         k = key()
         if murmur2(k) >= 2**31:
@@ -84,7 +84,7 @@ def measured_skew(ctx: Context) -> str:
     loads = end_offsets(ctx, CARRIER_TOPIC)
     expect(sum(loads.values()) > 0, f"{ctx.topic(CARRIER_TOPIC)} is empty",
            hint="Run the cell that sends the JFK departures.")
-    busiest = max(loads, key=loads.get)
+    busiest = max(loads, key=lambda p: loads[p])
     predicted = prediction(ctx, "predicted_busiest", lambda v: isinstance(v, int) and not isinstance(v, bool),
                            "a partition number", "the partition of carrier_topic you expect to hold the most messages")
     return prediction_feedback("predicted_busiest", predicted, busiest,
@@ -99,7 +99,7 @@ def spread_hot_key(ctx: Context) -> None:
     expect_equal(len(records), jfk_departures(), f"messages on {ctx.topic(ROUTED_TOPIC)}",
                  hint="Run the cell that sends every JFK departure through your partitioner, once.")
     partitions_of = defaultdict(set)   # carrier, or B6's plane -> partitions it landed in
-    load = defaultdict(int)
+    load: defaultdict[int, int] = defaultdict(int)
     for r in records:
         load[r.partition] += 1
         if r.key == HOT_KEY:
@@ -184,8 +184,8 @@ def remapping(ctx: Context) -> None:
         keys = [f"{ctx.rng.choice(carriers())}-{ctx.rng.randrange(10**5)}" for _ in range(ctx.rng.randrange(20, 40))]
         before = ctx.rng.randrange(2, 9)
         after = before + ctx.rng.randrange(1, 6)
-        moved = [java_partition(k.encode(), before) != java_partition(k.encode(), after) for k in keys].count(True)
-        moved /= len(keys)
+        moved = [java_partition(k.encode(), before) != java_partition(k.encode(), after)
+                 for k in keys].count(True) / len(keys)
         got = ctx.sub.value(f"remapped_share({keys!r}, {before}, {after})")
         expect(isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - moved) < 1e-9,
                f"remapped_share(<{len(keys)} keys of the grader's>, {before}, {after}): the share (0 to 1) of "

@@ -6,6 +6,8 @@ import json
 import time
 
 
+from cluster.waiting import wait_for
+
 from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
 from .kafka_state import committed_offsets, end_offsets, fill, graders_topic, short_name
 from .scripts import start, stop, wait
@@ -85,23 +87,25 @@ def _members_split_partitions(ctx: Context) -> list[int]:
     fill(ctx, ctx.topic(TOPIC), extra, value=json.dumps(GRADERS_RECORD).encode())
     runs = [start(ctx, MEMBER_SCRIPT, group, f"member-{i}", str(MEMBER_IDLE_S), tag=f"{group}-{i}")
             for i in range(MEMBERS)]
-    deadline = time.monotonic() + STABLE_DEADLINE_S
-    state = {}
-    while time.monotonic() < deadline:
-        state = group_state(ctx, group)
-        members = state.get("members", [])
+    def formed(state: dict) -> bool:
         # Stable, everyone in, and the partitions handed out (a leader that has not yet seen the
         # topic's metadata hands out nothing, and a new rebalance follows at once).
-        if state.get("group_state") == "Stable" and len(members) == MEMBERS and \
-                sum(len(assignment(m, ctx.topic(TOPIC))) for m in members) >= PARTITIONS:
-            break
-        if any(r.proc.poll() not in (None, 0) for r in runs):
-            bad = next(r for r in runs if r.proc.poll() not in (None, 0))
-            last = bad.output().strip().splitlines()[-1:] or ["(no output)"]
-            raise CheckFailed(f"{MEMBER_SCRIPT} exited with status {bad.proc.returncode}: {last[0]}",
-                              hint="Run it yourself in a terminal (python group_member.py g m 5) to see the "
-                                   "whole error.")
-        time.sleep(0.5)
+        members = state.get("members", [])
+        return state.get("group_state") == "Stable" and len(members) == MEMBERS and \
+            sum(len(assignment(m, ctx.topic(TOPIC))) for m in members) >= PARTITIONS
+
+    def a_member_failed() -> bool:
+        return any(r.proc.poll() not in (None, 0) for r in runs)
+
+    waited = wait_for(lambda: group_state(ctx, group), timeout_s=STABLE_DEADLINE_S, until=formed, every_s=0.5,
+                      stop_if=a_member_failed)
+    if waited.stopped:
+        bad = next(r for r in runs if r.proc.poll() not in (None, 0))
+        last = bad.output().strip().splitlines()[-1:] or ["(no output)"]
+        raise CheckFailed(f"{MEMBER_SCRIPT} exited with status {bad.proc.returncode}: {last[0]}",
+                          hint="Run it yourself in a terminal (python group_member.py g m 5) to see the "
+                               "whole error.")
+    state = waited.last or {}
     members = state.get("members", [])
     expect_equal(len(members), MEMBERS, f"members of group {ctx.group(group)} after {STABLE_DEADLINE_S} s",
                  hint="Each copy must subscribe() with the group id it is given, and keep polling until it "

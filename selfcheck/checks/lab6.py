@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+from cluster.waiting import wait_for
+
 from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
 from .kafka_state import end_offsets, graders_topic, log_start_offsets, read_all, short_name
 
@@ -55,12 +57,8 @@ def missed_by_a_slow_group(ctx: Context) -> None:
 
 def wait_for_retention(ctx: Context) -> dict[str, int]:
     """Records left in each of the demo's topics, once the week topics have been checked (bounded)."""
-    deadline = time.monotonic() + RETENTION_WAIT_S
-    while True:
-        kept = {name: len(read_all(ctx, name, limit=10 * FLIGHTS_OF_THE_DAY)) for name in RETENTION_LESSON}
-        if kept == RETENTION_LESSON or time.monotonic() > deadline:
-            return kept
-        time.sleep(1)
+    return wait_for(lambda: {name: len(read_all(ctx, name, limit=10 * FLIGHTS_OF_THE_DAY)) for name in RETENTION_LESSON},
+                    timeout_s=RETENTION_WAIT_S, until=lambda kept: kept == RETENTION_LESSON, every_s=1).last
 
 
 @check("lab6-q2")
@@ -108,8 +106,7 @@ def write_and_clean(ctx: Context, closed: list, active: list) -> list[int]:
 
     topic = graders_topic(ctx, "compaction-check", 1, cleanup_policy="compact", segment_ms=str(SEGMENT_MS),
                       min_cleanable_dirty_ratio="0.01")
-    producer = KafkaProducer(**ctx.kafka)
-    try:
+    with KafkaProducer(**ctx.kafka) as producer:
         # A segment rolls at an append whose timestamp is more than segment.ms after the segment's
         # first record's: the closed writes are stamped two segment.ms back, the active ones now,
         # so the first active write rolls the segment, and nothing else does.
@@ -118,23 +115,21 @@ def write_and_clean(ctx: Context, closed: list, active: list) -> list[int]:
             producer.send(topic, key=key.encode(), value=value and value.encode(), timestamp_ms=back).get(timeout=10)
         for key, value in active:   # the first of these rolls the segment
             producer.send(topic, key=key.encode(), value=value.encode()).get(timeout=10)
-    finally:
-        producer.close()
     name = short_name(topic)
-    deadline = time.monotonic() + CLEANER_WAIT_S
-    while True:
-        records = read_all(ctx, name)
+
+    def cleaned(records: list) -> bool:   # no key twice among the closed segment's records
         closed_keys = [r.key for r in records if r.offset < len(closed)]
-        if len(closed_keys) == len(set(closed_keys)):
-            offsets = sorted(r.offset for r in records)
-            expect(offsets[-len(active):] == list(range(len(closed), len(closed) + len(active))),
-                   f"{topic} should have kept all {len(active)} writes of its active segment",
-                   found=offsets, hint="This is a problem with the grader's cluster, not your code: ask for a regrade.")
-            return offsets
-        if time.monotonic() > deadline:
-            raise CheckFailed(f"the log cleaner did not clean {topic} within {CLEANER_WAIT_S} s",
-                              hint="This is a problem with the grader's cluster, not your code: ask for a regrade.")
-        time.sleep(0.5)
+        return len(closed_keys) == len(set(closed_keys))
+
+    waited = wait_for(lambda: read_all(ctx, name), timeout_s=CLEANER_WAIT_S, until=cleaned, every_s=0.5)
+    if not waited:
+        raise CheckFailed(f"the log cleaner did not clean {topic} within {CLEANER_WAIT_S} s",
+                          hint="This is a problem with the grader's cluster, not your code: ask for a regrade.")
+    offsets = sorted(r.offset for r in waited.last)
+    expect(offsets[-len(active):] == list(range(len(closed), len(closed) + len(active))),
+           f"{topic} should have kept all {len(active)} writes of its active segment",
+           found=offsets, hint="This is a problem with the grader's cluster, not your code: ask for a regrade.")
+    return offsets
 
 
 @check("lab6-q3")
@@ -155,7 +150,8 @@ def table_case(ctx: Context) -> tuple[list[tuple[str, dict | None]], dict]:
     """Seeded plane statuses with updates and tombstones, and the table they leave."""
     planes = sorted({f"N{ctx.rng.randrange(100, 999)}{ctx.rng.choice('ABCDEFGHJKLMNPRSTUVWXYZ')}" for _ in range(60)})
     airports = ["EWR", "JFK", "LGA", "ORD", "ATL", "LAX", "SFO", "BOS", "MIA", "DEN"]
-    writes, table = [], {}
+    writes: list[tuple[str, dict | None]] = []
+    table: dict[str, dict] = {}
     for i in range(ctx.rng.randrange(250, 350)):
         plane = ctx.rng.choice(planes)
         if plane in table and ctx.rng.random() < 0.12:
@@ -184,13 +180,10 @@ def rebuilds_the_table(ctx: Context) -> None:
 
     writes, table = table_case(ctx)
     topic = graders_topic(ctx, "table-check", 3, cleanup_policy="compact")
-    producer = KafkaProducer(**ctx.kafka)
-    try:
+    with KafkaProducer(**ctx.kafka) as producer:
         for key, value in writes:
             producer.send(topic, key=key.encode(), value=None if value is None else json.dumps(value).encode())
         producer.flush()
-    finally:
-        producer.close()
     got = ctx.sub.value(f"rebuild({topic!r})")
     expect(isinstance(got, dict), f"rebuild({topic!r}) should return a dict", expected="{key: value}",
            found=type(got).__name__)

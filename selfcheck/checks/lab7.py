@@ -20,7 +20,17 @@ from __future__ import annotations
 import re
 import time
 
-from . import CheckFailed, Context, LabPolicy, check, expect, prediction, prediction_feedback
+from cluster.waiting import wait_for
+
+from . import (
+    CheckFailed,
+    Context,
+    LabPolicy,
+    check,
+    expect,
+    prediction,
+    prediction_feedback,
+)
 from .scripts import start, stop, wait
 
 # Its checks break a cluster of the grading's own. The self-test grades at most two lab 7
@@ -77,16 +87,11 @@ def retried(ctx: Context, action, what: str, timeout: float = STATE_WAIT_S):
 
 def wait_until(probe, what: str, timeout: float = STATE_WAIT_S):
     """probe() until it returns something true; a grader's problem (not the student's) if never."""
-    deadline, last = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except Exception as e:   # a broker that just died or came back: ask again
-            last = e
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(POLL_S)
-    raise RuntimeError(f"the grading's cluster: {what} did not happen within {timeout:.0f} s (last: {last})")
+    # any error: a broker that just died or came back, ask again
+    waited = wait_for(probe, timeout_s=timeout, every_s=POLL_S, retry_on=(Exception,))
+    if not waited:
+        raise RuntimeError(f"the grading's cluster: {what} did not happen within {timeout:.0f} s (last: {waited.last})")
+    return waited.last
 
 
 def partitions(ctx: Context, topic: str) -> dict[int, tuple[int | None, frozenset]]:
@@ -109,7 +114,14 @@ def new_topic(ctx: Context, name: str, configs: dict | None = None, assignments:
     wait_until(lambda: all(leader is not None for leader, _ in partitions(ctx, topic).values()),
                f"leaders for {topic}")
     if ctx.student_user:
-        from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
+        from kafka.admin import (
+            ACL,
+            ACLOperation,
+            ACLPermissionType,
+            ACLResourcePatternType,
+            ResourcePattern,
+            ResourceType,
+        )
 
         acls = [ACL(f"User:{ctx.student_user}", "*", op, ACLPermissionType.DENY,
                                     ResourcePattern(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL))
@@ -147,7 +159,7 @@ def all_up(ctx: Context) -> None:
 def stop_one(ctx: Context, broker: int, kill: bool = False) -> None:
     """Stop (or kill) a broker and wait until the cluster has moved its leaderships and taken
     it out of every in-sync replica set."""
-    from cluster.kafka import live_brokers
+    from cluster.brokers import live_brokers
 
     (cluster_of(ctx).kill_broker if kill else cluster_of(ctx).stop_broker)(broker)
     wait_until(lambda: broker not in retried(ctx, live_brokers, "listing the live brokers"),
@@ -238,20 +250,18 @@ def leaders_and_isr(ctx: Context) -> str:
     topic = new_topic(ctx, "placement", assignments=assignments)
     stop_one(ctx, victim)
     truth = settled_without(ctx, topic, victim)
-    deadline = time.monotonic() + 5
-    while True:   # a client's metadata may lag the cluster's by a moment: ask again, briefly
-        found = value_despite_the_stopped_broker(ctx, f"partition_state({topic!r})")
-        got = as_state(found)
-        if got is None or got == truth or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    # a client's metadata may lag the cluster's by a moment: ask again, briefly
+    found = wait_for(lambda: value_despite_the_stopped_broker(ctx, f"partition_state({topic!r})"), timeout_s=5,
+                     until=lambda found: as_state(found) in (None, truth), every_s=0.5).last
+    got = as_state(found)
     expect(got is not None, f"partition_state({topic!r}) should map each partition to (leader, in-sync replicas)",
            expected="{0: (2, [2, 3]), 1: (1, [1]), ...}", found=repr(found)[:300],
            hint="Use admin.describe_topics([topic]): each partition has a leader_id and isr_nodes.")
+    assert got is not None   # expect() raised otherwise
     wrong = {p: (got.get(p), truth[p]) for p in truth if got.get(p) != truth[p]}
     extra = sorted(set(got) - set(truth), key=str)
     if wrong or extra:
-        show = lambda s: None if s is None else (s[0], sorted(s[1]))  # noqa: E731
+        show = lambda s: None if s is None else (s[0], sorted(s[1]))
         lines = "; ".join(f"partition {p}: expected {show(t)}, found {show(g)}" for p, (g, t) in sorted(wrong.items()))
         hint = ("The in-sync replicas are isr_nodes, not replica_nodes: a stopped broker is still a replica, "
                 "but no longer in sync." if any(g and t[1] < g[1] for g, t in wrong.values()) else
@@ -294,9 +304,8 @@ def probe_writes(ctx: Context, topics: dict) -> dict[tuple, bool]:
 
     outcomes = {}
     for acks in (1, "all"):
-        producer = KafkaProducer(**cluster_of(ctx).admin_connection(), acks=acks, retries=0,
-                                 enable_idempotence=False, request_timeout_ms=10_000, max_block_ms=15_000)
-        try:
+        with KafkaProducer(**cluster_of(ctx).admin_connection(), acks=acks, retries=0,
+                           enable_idempotence=False, request_timeout_ms=10_000, max_block_ms=15_000) as producer:
             for (m, in_sync), topic in topics.items():
                 for attempt in range(5):
                     try:
@@ -311,8 +320,6 @@ def probe_writes(ctx: Context, topics: dict) -> dict[tuple, bool]:
                             time.sleep(1)
                             continue
                     break
-        finally:
-            producer.close()
     return outcomes
 
 
@@ -358,14 +365,9 @@ def feed(run, lines) -> None:
 
 
 def wait_acked(run, want: set[str], what: str, timeout: float = ACK_WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        missing = want - acked(run)
-        if not missing:
-            return
-        if run.proc.poll() is not None:
-            break
-        time.sleep(POLL_S)
+    if wait_for(lambda: want <= acked(run), timeout_s=timeout, every_s=POLL_S,
+                stop_if=lambda: run.proc.poll() is not None):
+        return
     missing = sorted(want - acked(run))
     raise CheckFailed(f"{run.name} did not report {len(missing)} of the {len(want)} records {what} as acknowledged "
                       f"within {timeout:.0f} s", expected=f"a line 'acked {missing[0]}'",
@@ -384,19 +386,17 @@ def log_records(ctx: Context, topic: str) -> list[tuple[str, int]]:
 
     from .bounded_reads import bounded_poll
 
-    consumer = KafkaConsumer(enable_auto_commit=False, **cluster_of(ctx).admin_connection())
-    try:
+    with KafkaConsumer(enable_auto_commit=False, **cluster_of(ctx).admin_connection()) as consumer:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         stop_at = consumer.end_offsets(tps)
-        out, deadline = [], time.monotonic() + 30
+        out: list = []
+        deadline = time.monotonic() + 30
         while any(consumer.position(tp) < stop_at[tp] for tp in tps) and time.monotonic() < deadline:
             for records in bounded_poll(consumer, topic, timeout_ms=500).values():
                 out.extend((r.value.decode(errors="replace"), r.timestamp) for r in records if r.value is not None)
         return out
-    finally:
-        consumer.close()
 
 
 def most_leader(ctx: Context, topic: str) -> int:
@@ -453,7 +453,8 @@ def producer_under_faults(ctx: Context) -> str:
     stop_one(ctx, leader, kill=True)
     feed(run, third[40:])
     wait_acked(run, set(third), f"given around the death of broker {leader}, the leader of most partitions")
-    run.proc.stdin.close()
+    if run.proc.stdin is not None:
+        run.proc.stdin.close()
     code = wait(run, 30)
     expect(code == 0, f"{run.name} should end by itself (exit 0) once its input ends", found=f"exit {code}: "
            + run.output()[-300:], hint="After the input ends, flush() the producer and return.")
@@ -501,12 +502,9 @@ def printed(run) -> set[str]:
 def committed_to_end(ctx: Context, topic: str, group: str) -> bool:
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(**cluster_of(ctx).admin_connection())
-    try:
+    with KafkaConsumer(**cluster_of(ctx).admin_connection()) as consumer:
         tps = [TopicPartition(topic, p) for p in range(3)]
         high = consumer.end_offsets(tps)
-    finally:
-        consumer.close()
     offsets = retried(ctx, lambda a: a.list_group_offsets(group), f"reading {group}'s offsets").get(group, {})
     return all(offsets.get(tp) is not None and offsets[tp].offset >= high[tp] for tp in tps)
 
@@ -521,15 +519,13 @@ def consumer_fails_over(ctx: Context) -> str:
     topic = new_topic(ctx, "journal")
     group = ctx.group(f"journal-readers-{ctx.rng.randrange(10**6)}")
     before, after = values(ctx, "old", 50), values(ctx, "new", 50)
-    producer = KafkaProducer(**cluster_of(ctx).admin_connection(), acks="all", linger_ms=5)
-    try:
+    with KafkaProducer(**cluster_of(ctx).admin_connection(), acks="all", linger_ms=5) as producer:
         for v in before:   # written before the consumer starts: it must read from the start
             producer.send(topic, v.encode())
         producer.flush(30)
         run = start(ctx, "consumer.py", topic, group, tag="consumer")
-        deadline = time.monotonic() + CONSUMER_WAIT_S
-        while not set(before) <= printed(run) and run.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(POLL_S)
+        wait_for(lambda: set(before) <= printed(run), timeout_s=CONSUMER_WAIT_S, every_s=POLL_S,
+                 stop_if=lambda: run.proc.poll() is not None)
         missing = sorted(set(before) - printed(run))
         expect(not missing, f"{run.name} did not print the {len(missing)} records written before it started",
                expected=missing[:2], found=run.output()[-400:] or "(no output)",
@@ -540,21 +536,15 @@ def consumer_fails_over(ctx: Context) -> str:
         for v in after:
             producer.send(topic, v.encode())
         producer.flush(60)
-    finally:
-        producer.close()
-    deadline = time.monotonic() + CONSUMER_WAIT_S
-    while not set(after) <= printed(run) and run.proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(POLL_S)
+    wait_for(lambda: set(after) <= printed(run), timeout_s=CONSUMER_WAIT_S, every_s=POLL_S,
+             stop_if=lambda: run.proc.poll() is not None)
     missing = sorted(set(after) - printed(run))
     expect(not missing, f"{run.name} did not print {len(missing)} of the {len(after)} records written after "
                         f"broker {leader}, the leader of most partitions, was killed",
            expected=missing[:2], found=("exited: " if run.proc.poll() is not None else "") + run.output()[-400:],
            hint="Keep polling: the client finds the new leaders by itself within seconds. A consumer that stops "
                 "when no record arrives for a moment (consumer_timeout_ms) gives up during the election.")
-    deadline = time.monotonic() + 20
-    while not committed_to_end(ctx, topic, group) and time.monotonic() < deadline:
-        time.sleep(POLL_S * 2)
-    expect(committed_to_end(ctx, topic, group), f"the group {group} should have committed its offsets to the end",
+    expect(wait_for(lambda: committed_to_end(ctx, topic, group), timeout_s=20, every_s=POLL_S * 2).done, f"the group {group} should have committed its offsets to the end",
            hint="Consume in the group given as the second argument and commit what you have printed (commit() "
                 "after each batch, or auto-commit).")
     stop(run.proc)

@@ -18,6 +18,8 @@ import json
 import math
 import time
 
+from cluster.waiting import wait_for
+
 from . import CheckFailed, Context, RaisedInKernel, check, expect, prediction, shown_in_kernel
 from .kafka_state import end_offsets, graders_topic, read_all, short_name
 
@@ -46,13 +48,10 @@ def latencies_from_timestamps(ctx: Context) -> None:
     # Records stamped as created up to a minute ago, as a slow upstream system would have made them.
     stamps = [now_ms - ctx.rng.choice([ctx.rng.randrange(0, 200), ctx.rng.randrange(2_000, 60_000)])
               for _ in range(LATENCY_RECORDS)]
-    producer = KafkaProducer(**ctx.kafka)
-    try:
+    with KafkaProducer(**ctx.kafka) as producer:
         for i, ts in enumerate(stamps):
             producer.send(topic, value=b"record %d" % i, timestamp_ms=ts)
         producer.flush()
-    finally:
-        producer.close()
     before = time.time() * 1000
     got = ctx.sub.value(f"latencies({topic!r}, {LATENCY_RECORDS})")
     after = time.time() * 1000
@@ -84,9 +83,9 @@ def latency_sample(ctx: Context) -> list[float]:
     # At least 200 values: with fewer, some definitions (statistics.quantiles' default) give the
     # maximum as p99, and a p99 taken as max() would pass.
     n = ctx.rng.randrange(250, 420)
-    values = {round(ctx.rng.lognormvariate(1.5, 0.6) + (ctx.rng.random() < 0.05) * ctx.rng.uniform(50, 400), 3)
-              for _ in range(n)}
-    values = sorted(values)
+    distinct = {round(ctx.rng.lognormvariate(1.5, 0.6) + (ctx.rng.random() < 0.05) * ctx.rng.uniform(50, 400), 3)
+                for _ in range(n)}
+    values = sorted(distinct)
     ctx.rng.shuffle(values)
     return values
 
@@ -131,13 +130,10 @@ def synchronous_baseline(ctx: Context) -> float:
 
     topic = graders_topic(ctx, "sync-baseline", 3)
     start = time.monotonic()
-    producer = KafkaProducer(**ctx.kafka, acks="all")
-    try:
+    with KafkaProducer(**ctx.kafka, acks="all") as producer:
         for i in range(BASELINE_RECORDS):
             producer.send(topic, value=b"%06d" % i + b"." * (RECORD_BYTES - 6)).get(timeout=30)
         return BASELINE_RECORDS / (time.monotonic() - start)
-    finally:
-        producer.close()
 
 
 def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tuple[str, float]:
@@ -167,9 +163,8 @@ def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tupl
     try:
         # Acknowledged is not yet readable with acks=1: consumers see a record once every in-sync
         # replica has it (the high watermark), a moment later.
-        deadline = time.monotonic() + VISIBLE_WAIT_S
-        while sum((ends := end_offsets(ctx, short_name(topic))).values()) < count and time.monotonic() < deadline:
-            time.sleep(0.2)
+        ends = wait_for(lambda: end_offsets(ctx, short_name(topic)), timeout_s=VISIBLE_WAIT_S,
+                        until=lambda ends: sum(ends.values()) >= count, every_s=0.2).last
     finally:
         ctx.sub.value(f"{p}.close()")
     expect(not waiting, "records still unacknowledged when send_all(...) returned", expected="none", found="some",
@@ -183,7 +178,7 @@ def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tupl
 
 
 @check("lab8-q3")
-def tuned_producer_is_fast_and_safe(ctx: Context) -> None:
+def tuned_producer_is_fast_and_safe(ctx: Context) -> str:
     """send_all(fast_producer(), ...) keeps acks="all", sends every value once, much faster than a synchronous loop"""
     baseline = synchronous_baseline(ctx)
     topic = graders_topic(ctx, "throughput-check", 3, protect=False)
@@ -256,7 +251,7 @@ def log_bytes(ctx: Context, topic: str) -> int:
 
 def local_log_bytes(topic: str, leaders: dict[int, int]) -> dict[int, int]:
     """The same from the local cluster's files, for a student's own login (a self-check)."""
-    from cluster.connect import mode
+    from cluster.clients import mode
     from cluster.settings import Settings
 
     if mode() != "local":
@@ -268,7 +263,7 @@ def local_log_bytes(topic: str, leaders: dict[int, int]) -> dict[int, int]:
 
 
 @check("lab8-q4")
-def tuned_producer_saves_disk(ctx: Context) -> None:
+def tuned_producer_saves_disk(ctx: Context) -> str:
     """send_all(fast_producer(), ...) stores a day of flights in at most half the bytes of an uncompressed producer"""
     from kafka import KafkaProducer
 
@@ -277,13 +272,10 @@ def tuned_producer_saves_disk(ctx: Context) -> None:
     day = ctx.rng.randrange(1, 32)
     flights = [json.dumps(f).encode() for f in load_flights(day=day)]
     plain_topic = graders_topic(ctx, "plain-flights", 1)
-    producer = KafkaProducer(**ctx.kafka, acks="all", linger_ms=100, batch_size=256 * 1024)
-    try:
+    with KafkaProducer(**ctx.kafka, acks="all", linger_ms=100, batch_size=256 * 1024) as producer:
         for value in flights:
             producer.send(plain_topic, value=value)
         producer.flush()
-    finally:
-        producer.close()
     topic = graders_topic(ctx, "packed-flights", 1, protect=False)
     values = ("[__import__('json').dumps(f).encode() for f in "
               f"__import__('cluster.lab', fromlist=['_']).load_flights(day={day})]")

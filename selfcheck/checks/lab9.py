@@ -14,7 +14,7 @@ import json
 import sqlite3
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 from cluster.safe_files import kind, list_dir, make_dirs, remove
@@ -69,7 +69,7 @@ def utc_text(value, naive_is_local: bool) -> str:
     if value.tzinfo is None and naive_is_local:
         value = value.astimezone()            # local -> aware
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(UTC).replace(tzinfo=None)
     return str(value)
 
 
@@ -111,13 +111,10 @@ def graders_flights(ctx: Context, cut_hour: int | None = None) -> list[dict]:
 def send(ctx: Context, topic: str, events: list[dict]) -> None:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(**ctx.kafka, acks="all")
-    try:
+    with KafkaProducer(**ctx.kafka, acks="all") as producer:
         for e in events:
             producer.send(topic, key=e["origin"].encode(), value=json.dumps(e).encode())
         producer.flush(30)
-    finally:
-        producer.close()
 
 
 def flights_topic(ctx: Context, events: list[dict], partitions: int = 3) -> str:
@@ -137,7 +134,7 @@ def reference_flights(topic: str):
     """Run in the student's kernel by lab9-q2: the topic's flights as a DataFrame, its rows
     parsed here in plain Python (not with the lab's Spark answer), so that q2 does not hang on
     parse()."""
-    from cluster.connect import bootstrap_servers, connection, namespace
+    from cluster.clients import bootstrap_servers, connection, namespace
     from cluster.lab import Lab
     from cluster.spark import spark_session
 
@@ -146,7 +143,7 @@ def reference_flights(topic: str):
         e = json.loads(record.value)
         # aware (UTC): PySpark would read a naive datetime as the machine's local time
         rows.append((e["id"], e["carrier"], e["origin"], e["dest"], e["tailnum"], e["dep_delay"],
-                     when(e).replace(tzinfo=timezone.utc)))
+                     when(e).replace(tzinfo=UTC)))
     return spark_session().createDataFrame(rows, SCHEMA)
 
 
@@ -318,12 +315,12 @@ def inside(folder: Path, logged: str) -> Path | None:
     return Path(*rest)
 
 
-def partition_values(folder: Path, file: Path) -> dict[str, str]:
+def partition_values(folder: Path, file: Path) -> dict[str, str | None]:
     """The columns a partitioned output keeps in its folder names (origin=JFK/...): Spark
     reads them back from the path, so the grader does too."""
     from urllib.parse import unquote
 
-    values = {}
+    values: dict[str, str | None] = {}
     for name in file.relative_to(folder).parts[:-1]:
         key, sep, value = name.partition("=")
         if sep:
@@ -348,11 +345,11 @@ def spark_wrote(meta, name: str) -> None:
                 "files written by other libraries are not Spark's output.")
 
 
-def output_rows(workdir: str) -> list[tuple]:
+def output_rows(where: str | Path) -> list[tuple]:
     """read_output's work, where the files are (in the sandbox when grading)."""
     import pyarrow.parquet as pq
 
-    workdir = Path(workdir)
+    workdir = Path(where)
     folder = workdir / OUTPUT
     expect(folder.is_dir(), f"{JOB_SCRIPT} wrote no {OUTPUT}/ folder",
            hint=f"Write the stream to Parquet files in {OUTPUT}/ (the job's second argument).")
@@ -362,6 +359,7 @@ def output_rows(workdir: str) -> list[tuple]:
            hint="Write with Spark's file sink (writeStream.format(\"parquet\") with the path OUTPUT): its log says "
                 "which files each micro-batch committed, so a batch run twice is written once. Files written "
                 "another way are not read.")
+    assert files is not None   # expect() raised otherwise
     rows = []
     for f in files:
         expect(f.is_file() and not f.is_symlink() and not any(p.is_symlink() for p in f.parents if folder in p.parents),
@@ -375,7 +373,7 @@ def output_rows(workdir: str) -> list[tuple]:
             table = parquet.read()
         except CheckFailed:
             raise
-        except Exception as e:   # noqa: BLE001 - a torn or foreign file, in the student's words
+        except Exception as e:  # a torn or foreign file, in the student's words
             raise CheckFailed(f"{OUTPUT}/{f.relative_to(folder)} is not a readable Parquet file ({type(e).__name__})",
                               hint="Let Spark's file sink write the folder; write nothing else there.") from None
         from_path = partition_values(folder, f)
@@ -539,7 +537,7 @@ class DriverWatch:
 def from_ms(ms: int) -> datetime | None:
     """A watermark of Spark's checkpoint (epoch milliseconds) as this module's naive UTC times."""
     try:
-        return datetime.fromtimestamp(ms / 1000, timezone.utc).replace(tzinfo=None)
+        return datetime.fromtimestamp(ms / 1000, UTC).replace(tzinfo=None)
     except (OverflowError, OSError, ValueError):
         return None
 
@@ -573,7 +571,7 @@ def keeps_30_minutes(ctx: Context, topic: str, history: list[str]) -> None:
     """Every move of the job's watermark kept it 30 minutes behind the latest flight read."""
     moves = watermark_moves(ctx, topic)
     wrong = [(batch, delay) for batch, delay in moves if delay != WATERMARK]
-    expect(moves and not wrong, f"the watermark of {JOB_SCRIPT} in its checkpoint after {'; '.join(history)}",
+    expect(bool(moves) and not wrong, f"the watermark of {JOB_SCRIPT} in its checkpoint after {'; '.join(history)}",
            expected="30 minutes behind the latest flight read, every time it moved",
            found="it never moved" if not moves else
                  "; ".join(f"micro-batch {b} ran with one {delay_text(d)} behind" for b, d in wrong[:3]),
@@ -612,7 +610,7 @@ def late_events(ctx: Context, written: datetime, watermark: datetime, day: str) 
     the watermark past its end, so the grader places the first by `written`, the watermark the
     job's last micro-batch ran with: a window between it and `watermark` could go either way."""
     origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
-    make = lambda at, delay: {  # noqa: E731
+    make = lambda at, delay: {
         "id": f"{day} {FAKE_CARRIER}{ctx.rng.randrange(1000, 10000)} {origin}", "carrier": FAKE_CARRIER,
         "origin": origin, "dest": "ORD", "tailnum": None, "dep_delay": delay, "dep_time": iso(at)}
     dropped = make(hour_of(written) - timedelta(minutes=ctx.rng.randrange(1, 10)), ctx.rng.randrange(100, 400))
@@ -644,6 +642,7 @@ def job_exactly_once(ctx: Context) -> str:
            found=f"last micro-batch's watermark {written}, the next one's {watermark}",
            hint="Keep the checkpoint in the folder the job is given, and run the query with "
                 "trigger(availableNow=True) until it ends.")
+    assert written is not None and watermark is not None   # expect() raised otherwise
     dropped, counted = late_events(ctx, written, watermark, day)
     send(ctx, topic, ctx.rng.sample([dropped, counted], 2) + rest)     # both in run 3's first micro-batch
     history.append(run_job(ctx, topic, "run 3 (late flights and the rest of the day)"))
@@ -654,7 +653,7 @@ def job_exactly_once(ctx: Context) -> str:
     watermark = when(events[-1]) - WATERMARK
     required = {k for k in truth if datetime.strptime(k[0], "%Y-%m-%d %H:%M:%S") + 2 * WINDOW <= watermark}
     found = read_output(ctx)
-    key = lambda e: (str(hour_of(when(e))), e["origin"])  # noqa: E731
+    key = lambda e: (str(hour_of(when(e))), e["origin"])
     flights = {(str(h), o): f for h, o, f, _ in found}
     # what the late flights' rows hold when the first is counted, or the second dropped
     counted_late = flights.get(key(dropped)) == hourly_truth(events + [dropped])[key(dropped)][0]
@@ -841,7 +840,7 @@ def joins_the_weather(ctx: Context) -> str:
            expected="each flight once, with the report of the hour it left", found=f"{len(twice)} e.g. {twice[:2]}",
            hint="Bound the join in time on both sides: a report's time_hour <= dep_time < time_hour + 1 hour "
                 "(and the same origin), so a flight meets only its own hour's report.")
-    same = lambda a, b: a == b or (a is not None and b is not None and close(float(a), float(b)))  # noqa: E731
+    same = lambda a, b: a == b or (a is not None and b is not None and close(float(a), float(b)))
     wrong = sorted((i, got[i][0], w) for i, w in want.items()
                    if i in got and not all(same(x, y) for x, y in zip(got[i][0], w)))
     missing = sorted(set(want) - set(got))
@@ -877,7 +876,7 @@ def batch_frame(rows: list[list]):
     from cluster.spark import spark_session
 
     return spark_session().createDataFrame(
-        [(datetime.strptime(h, TIME_FORMAT).replace(tzinfo=timezone.utc), o, f, a) for h, o, f, a in rows],
+        [(datetime.strptime(h, TIME_FORMAT).replace(tzinfo=UTC), o, f, a) for h, o, f, a in rows],
         BATCH_SCHEMA)
 
 
@@ -965,6 +964,7 @@ def earlier_run_row(ctx: Context, hour: datetime) -> tuple:
     known = [(h, hour_in_table(h)) for h, *_ in table_rows(ctx) if isinstance(h, str) and hour_in_table(h)]
     if known:
         text, seen = known[0]
+        assert seen is not None   # known keeps the hours the table's text gives
         at = text.find(seen.strftime("%Y-%m-%d"))
         clock = text.find(seen.strftime("%H"), at + 10) if at >= 0 else -1
         like = (text[:at] + hour.strftime("%Y-%m-%d") + text[at + 10:clock] + hour.strftime("%H") + text[clock + 2:]
@@ -995,7 +995,7 @@ def upserts_each_batch(ctx: Context) -> str:
     removed = clear_table(ctx)          # the rows of the notebook's own run
     day = ctx.rng.randrange(2, 32)
     hours = [datetime(2013, 1, day, h) for h in ctx.rng.sample(range(11, 24), 6)]
-    row = lambda h, o: [iso(h), o, ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3)]  # noqa: E731
+    row = lambda h, o: [iso(h), o, ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3)]
     first = [row(h, o) for h in hours[:3] for o in ("EWR", "JFK")]
     # an update-mode query's next batch: hours that changed (more flights came) and new ones
     second = [row(h, o) for h, o in ((hours[2], "EWR"), (hours[3], "LGA"), (hours[3], "JFK"))]

@@ -11,10 +11,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cluster.safe_files import RefusedPath, read_bytes, tail_text
+from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, expect
 
@@ -60,7 +62,7 @@ def script_path(ctx: Context, name: str) -> Path:
 
 
 def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_after: float | None = None,
-          harness: list[str] = (), tag: str = "", stdin: bool = False) -> ScriptRun:
+          harness: Sequence[str] = (), tag: str = "", stdin: bool = False) -> ScriptRun:
     """Start `python -m selfcheck.harness [harness options] <name> args...` in the notebook's
     folder (see selfcheck/harness.py for the crashes it plans)."""
     script = script_path(ctx, name)
@@ -80,7 +82,7 @@ def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_a
         if ctx.sandbox is not None:
             proc = ctx.sandbox.popen(cmd, env, **kw)
         else:
-            proc = subprocess.Popen(cmd, env=env, cwd=ctx.workdir, start_new_session=True, **kw)
+            proc = subprocess.Popen(cmd, env=env, cwd=ctx.workdir, start_new_session=True, **kw)  # type: ignore[call-overload]
     if crash_after is not None:
         timer = threading.Timer(crash_after, stop, (proc,))
         timer.daemon = True
@@ -114,9 +116,7 @@ def running(p) -> bool:
 
 def wait_dead(procs: list, timeout_s: float) -> None:
     """Until every one of these psutil processes is dead (a zombie is dead enough), at most timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(running(p) for p in procs):
-        time.sleep(0.01)
+    wait_for(lambda: not any(running(p) for p in procs), timeout_s=timeout_s, every_s=0.01)
 
 
 def kill_tree(pid: int, deadline_s: float = 5) -> None:

@@ -57,13 +57,10 @@ def produce(ctx: Context, topic: str, codec: str, records, **settings) -> list[t
     """Send (key, value) pairs compressed with `codec`; [(partition, offset, key, value)] as acknowledged."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(**ctx.kafka, compression_type=codec, acks="all", **settings)
-    try:
+    with KafkaProducer(**ctx.kafka, compression_type=codec, acks="all", **settings) as producer:
         futures = [(producer.send(topic, key=k, value=v), k, v) for k, v in records]
         producer.flush(60)
         return [(m.partition, m.offset, k, v) for f, k, v in futures for m in [f.get(timeout=60)]]
-    finally:
-        producer.close()
 
 
 def peak_rss() -> int:
@@ -156,8 +153,7 @@ def test_a_batch_over_the_bound_fails_where_the_checks_read_and_nowhere_else(ctx
     finally:
         bench.close()
 
-    plain = KafkaConsumer(**ctx.kafka, enable_auto_commit=False)
-    try:
+    with KafkaConsumer(**ctx.kafka, enable_auto_commit=False) as plain:
         tp = TopicPartition(topic, 0)
         plain.assign([tp])
         plain.seek_to_beginning(tp)
@@ -167,8 +163,6 @@ def test_a_batch_over_the_bound_fails_where_the_checks_read_and_nowhere_else(ctx
             if got:
                 break
         assert got == [value]
-    finally:
-        plain.close()
 
 
 # --- the bounded decoders themselves, and the names they replace ----------------------------------------

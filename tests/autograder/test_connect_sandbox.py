@@ -67,7 +67,7 @@ def test_the_graders_worker_runs_sandboxed_and_answers_only_the_grader(cluster, 
     source = {"name": "csv-in", "connector.class": SOURCE, "tasks.max": "1", "file": str(folder / "flights.csv"),
               "topic": topic}
     sandbox = Sandbox(work).with_writable(folder)
-    launch = lambda argv, **kw: sandbox.popen(argv, env_of(work), **kw)   # noqa: E731
+    launch = lambda argv, **kw: sandbox.popen(argv, env_of(work), **kw)
     with ConnectWorker(folder / "worker", [source], launch=launch, private_rest=True) as worker:
         assert worker.status()["csv-in"]["tasks"] == ["RUNNING"]       # the grader's password works
         jvm = next(p for p in psutil.Process(worker.proc.pid).children(recursive=True) if p.name() == "java")

@@ -72,7 +72,7 @@ def test_the_package_holds_what_grading_needs_and_no_solution_code(package):
     assert modes["setup.sh"] == 0o755 and modes["run_autograder"] == 0o755
     assert f"gradescope run {LAB}" in texts["run_autograder"]
     for needed in ("course/autograder/pipeline.py", "course/autograder/gradescope.py", "course/selfcheck/checks/lab1.py",
-                   "course/cluster/kafka.py",
+                   "course/cluster/brokers.py",
                    "course/pyproject.toml", f"course/labs/{LAB}/{LAB}.ipynb", "course/labs/lab1/counter.proto",
                    "course/datasets/flights-2013-01.csv.gz"):
         assert needed in names, f"{needed} is missing from the package"

@@ -39,7 +39,7 @@ def built(tmp_path_factory):
 
 def test_the_kit_has_the_labs_and_the_cluster_and_no_answers(built):
     files = kit.files(built)
-    assert {"labs/lab1/lab1.ipynb", "cluster/connect.py", "selfcheck/checks/lab1.py", "Makefile",
+    assert {"labs/lab1/lab1.ipynb", "cluster/clients.py", "selfcheck/checks/lab1.py", "Makefile",
             "README.md", "pyproject.toml"} <= set(files)
     for gone in ("solutions/", "tests/", "staff/", "autograder/", ".grading-secret", "secrets.json"):
         assert not any(f.startswith(gone) or f.endswith(gone) for f in files), gone

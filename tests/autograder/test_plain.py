@@ -16,7 +16,7 @@ from selfcheck.plain import NotPlain, plain, plain_repr
 Point = namedtuple("Point", "x y")
 
 
-class Color(str, Enum):
+class Color(str, Enum):   # noqa: UP042 - the str-and-Enum style students meet in older code
     RED = "red"
 
 

@@ -7,6 +7,7 @@ import random
 from types import SimpleNamespace
 
 from selfcheck.checks.lab6 import compaction_case
+from datetime import UTC
 
 
 def kept(closed, active):
@@ -76,18 +77,18 @@ def test_lab9_reads_timestamps_as_utc_whatever_the_machines_time_zone(monkeypatc
     """PySpark's collect() gives naive datetimes in the machine's local time: a laptop in India
     must not fail lab 9's self-checks (its hours would read 15:30 instead of 10:00)."""
     import time
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from selfcheck.checks.lab9 import utc_text
 
     monkeypatch.setenv("TZ", "Asia/Kolkata")
     time.tzset()
     try:
-        collected = datetime.fromtimestamp(datetime(2013, 1, 1, 10, tzinfo=timezone.utc).timestamp())
+        collected = datetime.fromtimestamp(datetime(2013, 1, 1, 10, tzinfo=UTC).timestamp())
         assert str(collected) == "2013-01-01 15:30:00"                    # what collect() gives there
         assert utc_text(collected, naive_is_local=True) == "2013-01-01 10:00:00"
         assert utc_text(datetime(2013, 1, 1, 10), naive_is_local=False) == "2013-01-01 10:00:00"   # pyarrow, INT96
-        assert utc_text(datetime(2013, 1, 1, 10, tzinfo=timezone.utc), False) == "2013-01-01 10:00:00"   # MICROS
+        assert utc_text(datetime(2013, 1, 1, 10, tzinfo=UTC), False) == "2013-01-01 10:00:00"   # MICROS
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()

@@ -8,7 +8,7 @@ all of the corpus's student work this way (see the README, "Honest scoring")."""
 import pytest
 
 from layers import heavy
-from staff.selftest import grade_all, labs, verdict
+from staff.selftest import grade_corpus, labs, verdict
 
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.slow]
 
@@ -21,7 +21,7 @@ assert {lab for lab, _ in CASES} == {lab for lab in labs() if not heavy(lab)}, "
 
 @pytest.fixture(scope="module")
 def report(cluster):
-    return grade_all(sorted({lab for lab, _ in CASES}), jobs=3, only=[name for _, name in CASES], via="kernel")
+    return grade_corpus(sorted({lab for lab, _ in CASES}), jobs=3, only=[name for _, name in CASES], via="kernel")
 
 
 @pytest.mark.parametrize("lab,case", CASES, ids=[f"{lab}-{case}" for lab, case in CASES])

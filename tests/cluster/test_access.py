@@ -20,7 +20,7 @@ from kafka.errors import CoordinatorNotAvailableError
 from kafka.structs import OffsetAndMetadata
 
 from cluster import accounts, connection, namespace, settings
-from cluster.connect import group_ids
+from cluster.clients import group_ids
 
 REFUSED = re.compile(r"AuthorizationFailed|AUTHORIZATION_FAILED|[Aa]uthorization failed|needs \w+ permission")
 
@@ -310,13 +310,10 @@ def test_a_removed_user_can_no_longer_log_in(cluster):
 
 
 def test_quotas_are_set_for_every_user_and_lifted_for_the_course(cluster):
-    root = cluster.admin()
-    try:
+    with cluster.admin() as root:
         assert accounts.describe_quotas(root, None) == {k: float(v) for k, v in accounts.USER_QUOTAS.items()}
         for user in accounts.SUPER_USERS:
             assert accounts.describe_quotas(root, user) == accounts.UNTHROTTLED
-    finally:
-        root.close()
 
 
 def test_a_broker_this_client_does_not_know_yet_is_waited_for_then_named(cluster):

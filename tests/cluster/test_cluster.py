@@ -9,7 +9,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
 from cluster import Cluster, bootstrap_servers, connection, settings
-from cluster.kafka import live_brokers
+from cluster.brokers import live_brokers
 
 
 def test_three_brokers_one_active_controller(cluster, admin):

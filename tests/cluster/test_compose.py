@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from cluster import connect, settings
+from cluster import clients, settings
 
 COMPOSE = settings.ROOT / "docker-compose.yml"
 DOCKERFILE = settings.ROOT / "cluster" / "Dockerfile"
@@ -39,7 +39,7 @@ def compose() -> dict:
 @pytest.fixture(scope="module")
 def brokers(compose) -> dict[int, dict]:
     found = {}
-    for name, svc in compose["services"].items():
+    for svc in compose["services"].values():
         if "KAFKA_NODE_ID" in svc.get("environment", {}):
             found[int(svc["environment"]["KAFKA_NODE_ID"])] = svc
     return found
@@ -118,7 +118,7 @@ def test_host_ports_are_the_local_clusters_client_ports(brokers):
 def test_notebooks_in_compose_reach_the_internal_listener(brokers):
     internal = sorted(dict(e.split("://") for e in svc["environment"]["KAFKA_ADVERTISED_LISTENERS"].split(","))
                       ["INTERNAL"] for svc in brokers.values())
-    assert sorted(connect.COMPOSE_BOOTSTRAP.split(",")) == internal
+    assert sorted(clients.COMPOSE_BOOTSTRAP.split(",")) == internal
 
 
 def test_cluster_id_is_a_kafka_uuid(brokers):

@@ -15,7 +15,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from cluster import Cluster, ClusterError, connection, settings
-from cluster.kafka import live_brokers
+from cluster.brokers import live_brokers
 
 DEADLINE_S = 60  # bound on every wait below
 

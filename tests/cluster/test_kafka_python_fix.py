@@ -31,16 +31,13 @@ def test_short_polls_get_their_partitions_every_time(cluster, admin):
     missed = []
     try:
         for attempt in range(ATTEMPTS):
-            consumer = KafkaConsumer(topic, **connection(), group_id=group_name(f"join-race-{uuid.uuid4().hex[:6]}"),
-                                     session_timeout_ms=6000, heartbeat_interval_ms=500)
-            try:
+            with KafkaConsumer(topic, **connection(), group_id=group_name(f"join-race-{uuid.uuid4().hex[:6]}"),
+                               session_timeout_ms=6000, heartbeat_interval_ms=500) as consumer:
                 deadline = time.monotonic() + DEADLINE_S
                 while len(consumer.assignment()) < 4 and time.monotonic() < deadline:
                     consumer.poll(timeout_ms=1)
                 if len(consumer.assignment()) < 4:
                     missed.append((attempt, sorted(tp.partition for tp in consumer.assignment())))
-            finally:
-                consumer.close()
     finally:
         admin.delete_topics([topic])
     assert not missed, f"(attempt, partitions) of members left without their partitions after {DEADLINE_S} s: {missed}"

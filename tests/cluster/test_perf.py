@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from cluster.connect import connection
+from cluster.clients import connection
 from cluster.errors import ClusterError
 from cluster.lab import start_lab
 from cluster.perf import java_producer_perf
@@ -19,11 +19,8 @@ def test_the_java_perf_test_writes_what_it_reports(cluster):
     topic = lab.fresh_topic("java-perf", 3)
     run = java_producer_perf(topic, records=5_000, record_size=100, acks="all", linger_ms="5")
     assert run["records"] == 5_000 and run["records_per_s"] > 0 and run["p50_ms"] <= run["p99_ms"]
-    consumer = KafkaConsumer(**connection())
-    try:
+    with KafkaConsumer(**connection()) as consumer:
         ends = consumer.end_offsets([TopicPartition(topic, p) for p in range(3)])
-    finally:
-        consumer.close()
     assert sum(ends.values()) == 5_000
 
 

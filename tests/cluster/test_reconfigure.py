@@ -8,7 +8,7 @@ import time
 
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from cluster.kafka import live_brokers
+from cluster.brokers import live_brokers
 
 OBSERVE_S = 10     # how long every broker must stay up after the changes
 CHANGES = {  # each restarts the log cleaner or reconfigures the broker live

@@ -19,11 +19,12 @@ from selfcheck.checks import CheckFailed
 from selfcheck.checks.lab9 import WATERMARK, WINDOW, compare_hourly, committed_files, hourly_truth, utc_text, when
 from autograder.pipeline import SOLUTIONS
 
-pytestmark = pytest.mark.heavy   # a master, a worker and lab 9's job: the `heavy` layer (make test-heavy)
 from cluster import connection
 from cluster.lab import departures
 from cluster.process import free_port
 from cluster.spark import master_state, standalone
+
+pytestmark = pytest.mark.heavy   # a master, a worker and lab 9's job: the `heavy` layer (make test-heavy)
 
 
 def solution_job() -> str:

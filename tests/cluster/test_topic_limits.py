@@ -80,7 +80,7 @@ def librdkafka(cluster):
     """A second client, without kafka-python's client-side checks of setting names."""
     from confluent_kafka.admin import AdminClient
 
-    from cluster.connect import librdkafka_connection
+    from cluster.clients import librdkafka_connection
 
     return AdminClient(librdkafka_connection())
 

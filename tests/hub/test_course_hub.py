@@ -65,24 +65,37 @@ def test_the_instructors_server_allows_frames_from_itself_only_on_subdomains(mon
 def test_the_config_folders_are_readable_by_every_user(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_HUB_STATE", str(tmp_path / "state"))
     folders = course_hub.write_jupyter_configs(subdomains=True)
-    assert set(folders) == {STUDENT, INSTRUCTOR}
+    assert set(folders) == {STUDENT, INSTRUCTOR} and folders == course_hub.jupyter_config_folders()
     for folder in folders.values():
         assert (folder / "labconfig" / "page_config.json").stat().st_mode & 0o004
         assert folder.stat().st_mode & 0o005 == 0o005
-    assert course_hub.private_dir().stat().st_mode & 0o077 == 0
+
+
+def test_the_config_file_refuses_a_hub_that_was_not_prepared(tmp_path, monkeypatch):
+    """jupyterhub_config.py only reads what `python -m hub prepare` made; without it, or with
+    other settings since, it says to run that (no folder made, no file written)."""
+    monkeypatch.setenv("COURSE_HUB_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("COURSE_HUB_EXCHANGE", str(tmp_path / "exchange"))
+    monkeypatch.delenv("COURSE_HUB_SUBDOMAIN_HOST", raising=False)
+    with pytest.raises(course_hub.HubError, match="python -m hub prepare"):
+        course_hub.prepared()
+    assert not (tmp_path / "state").exists()
+    course_hub.write_jupyter_configs(subdomains=False)
+    course_hub.private_dir().mkdir()
+    assert course_hub.prepared() == course_hub.jupyter_config_folders()
+    monkeypatch.setenv("COURSE_HUB_SUBDOMAIN_HOST", "http://hub.test:8000")   # changed since
+    with pytest.raises(course_hub.HubError, match="prepared with other settings"):
+        course_hub.prepared()
 
 
 def create_topic(env: dict, topic: str) -> None:
     """Make a topic (and delete it again) with the login a server's environment holds."""
-    admin = KafkaAdminClient(bootstrap_servers=env["KAFKA_BOOTSTRAP_SERVERS"], security_protocol="SASL_PLAINTEXT",
-                             sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=env["KAFKA_USERNAME"],
-                             sasl_plain_password=env["KAFKA_PASSWORD"], bootstrap_timeout_ms=10_000,
-                             request_timeout_ms=10_000)
-    try:
+    with KafkaAdminClient(bootstrap_servers=env["KAFKA_BOOTSTRAP_SERVERS"], security_protocol="SASL_PLAINTEXT",
+                          sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=env["KAFKA_USERNAME"],
+                          sasl_plain_password=env["KAFKA_PASSWORD"], bootstrap_timeout_ms=10_000,
+                          request_timeout_ms=10_000) as admin:
         admin.create_topics([NewTopic(topic, 1, 3)])
         admin.delete_topics([topic])
-    finally:
-        admin.close()
 
 
 def test_each_server_gets_a_kafka_login_for_its_namespace_only(cluster):

@@ -153,6 +153,8 @@ def hub(cluster):
     port, hub_port, api_port = free_port(), free_port(), free_port()
     env.update(COURSE_HUB_URL=f"http://127.0.0.1:{port}", COURSE_HUB_SUBDOMAIN_HOST=f"http://hub.test:{port}")
     log = top / "hub.log"
+    # what `python -m hub run` does before it starts the hub; the config file only reads
+    run([sys.executable, "-m", "hub", "prepare"], env=env, cwd=course)
     with open(log, "w") as out:
         # the hub runs from the instructors' copy (it refuses a checkout others may enter)
         proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(course / "hub" / "jupyterhub_config.py"),

@@ -21,7 +21,7 @@ import shutil
 import socket
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
 
@@ -30,6 +30,7 @@ from . import settings as S
 from .accounts import Account, Secrets
 from .errors import ClusterError
 from .process import Node
+from .waiting import wait_for
 
 logger = logging.getLogger(__name__)
 READY_TOPIC = "course-ready-check"
@@ -41,6 +42,17 @@ WIPE_HINT = ("If you do not need the data, start afresh with `python -m cluster 
 # Words in a broker's log that mean its data folder, not its configuration, is the problem.
 DATA_PROBLEMS = ("meta.properties", "Invalid cluster.id", "CorruptRecordException",
                  "InconsistentClusterIdException", "has not been formatted", "directory.id")
+
+
+@dataclass
+class Rejoin:
+    """Where a broker's start went (seconds from the start): listed by the cluster, then students'
+    logins working on it; the login refusals seen meanwhile, by kind; whether the users' passwords
+    had to be written again."""
+    listed_s: float = 0.0
+    logins_s: float = 0.0
+    refused: dict[str, int] = field(default_factory=dict)
+    users_rewritten: bool = False
 
 
 @dataclass
@@ -101,7 +113,7 @@ def port_holder(host: str, port: int) -> str | None:
                 return f"pid {conn.pid} ({' '.join(proc.cmdline()[:3])[:80]})"
     except (psutil.Error, PermissionError):
         pass
-    return "another process (run `lsof -i :%d` or `ss -ltnp` to see which)" % port
+    return f"another process (run `lsof -i :{port}` or `ss -ltnp` to see which)"
 
 
 def live_brokers(admin) -> set[int]:
@@ -156,23 +168,18 @@ class Cluster:
         """Default quotas, and the users of the namespaces this cluster has seen (idempotent:
         a cluster whose data was kept has them already)."""
         self.secrets.student(PROBE_USER, create=True)   # the user readiness checks log in as
-        admin = self.admin()
-        try:
+        with self.admin() as admin:
             accounts.setup_cluster(admin)
             for ns, password in self.secrets.ensure().get("students", {}).items():
                 accounts.grant(admin, Account(ns, password), ns)
-        finally:
-            admin.close()
 
     def add_student(self, namespace: str) -> Account:
         """A user for a namespace on this cluster (the laptop's default student, a test), its
         password kept in the secrets file."""
         account = self.secrets.student(namespace, create=True)
-        admin = self.admin()
-        try:
+        assert account is not None   # create=True: made if missing
+        with self.admin() as admin:
             accounts.grant(admin, account, namespace)
-        finally:
-            admin.close()
         return account
 
     def _check_ports(self, nodes: list[Node]) -> None:
@@ -262,37 +269,36 @@ class Cluster:
 
     def admin(self, **overrides):
         """A kafka-python admin client for this cluster, logged in as the course's admin."""
-        from .connect import admin_client
+        from kafka import KafkaAdminClient
 
-        return admin_client("course-cluster", self.admin_connection(), **{"request_timeout_ms": 10_000, **overrides})
+        return KafkaAdminClient(**{**self.admin_connection(), "client_id": "course-cluster", "request_timeout_ms": 10_000,
+                                   **overrides})
 
     def _poll(self, probe, watch: list[Node], timeout: float) -> tuple[bool, object]:
         """Call probe(admin) -> (done, what) until done or the deadline; fail fast if a node in
         `watch` exits. Returns (done, the last thing seen) for the caller's message."""
-        deadline = time.monotonic() + timeout
-        last: object = "no answer yet"
-        admin = None
+        client: list = []   # the admin client of the tries so far, if it still works
+
+        def ask() -> tuple[bool, object]:
+            self._fail_if_exited(watch)
+            try:
+                if not client:
+                    client.append(self.admin())
+                return probe(client[0])
+            except Exception as e:  # not up yet: connection refused, timeouts, ...
+                # A fresh client next time: kafka-python's admin keeps sending to the
+                # controller it first heard of (UnknownBrokerIdError while that one starts).
+                while client:
+                    client.pop().close()
+                return False, e
+
         with _quiet_kafka_logs():
             try:
-                while time.monotonic() < deadline:
-                    self._fail_if_exited(watch)
-                    try:
-                        admin = admin or self.admin()
-                        done, last = probe(admin)
-                        if done:
-                            return True, last
-                    except Exception as e:  # not up yet: connection refused, timeouts, ...
-                        last = e
-                        # A fresh client next time: kafka-python's admin keeps sending to the
-                        # controller it first heard of (UnknownBrokerIdError while that one starts).
-                        if admin is not None:
-                            admin.close()
-                            admin = None
-                    time.sleep(POLL_S)
+                waited = wait_for(ask, timeout_s=timeout, until=lambda answer: answer[0], every_s=POLL_S)
             finally:
-                if admin is not None:
-                    admin.close()
-        return False, last
+                while client:
+                    client.pop().close()
+        return waited.done, waited.last[1]
 
     def wait_ready(self, timeout: float = S.READY_TIMEOUT_S, started: list[Node] | None = None,
                    fail_fast: bool = True) -> None:
@@ -394,15 +400,22 @@ class Cluster:
         """SIGKILL one broker: no clean shutdown, as in a crash."""
         self._node(broker).kill()
 
-    def start_broker(self, broker: int, timeout: float = S.BROKER_REJOIN_TIMEOUT_S) -> None:
-        """Start one broker with its data; return when the cluster lists it again."""
+    def start_broker(self, broker: int, timeout: float = S.BROKER_REJOIN_TIMEOUT_S) -> Rejoin:
+        """Start one broker with its data; return when the cluster lists it again and students'
+        logins work on it, with where the wait went."""
         node = self._node(broker)
+        t = time.monotonic()
         if node.process() is None:
             if not node.config_file.exists():
                 raise ClusterError(f"Node {broker} has never been set up.", hint="Run `python -m cluster up` first.")
             self._check_ports([node])
             node.start(java.java_executable(), jars.broker_classpath())
         self._wait_in_metadata(node, timeout)
+        listed_s = time.monotonic() - t
+        rejoin = Rejoin(listed_s=listed_s)
+        self._wait_logins(node, timeout, rejoin)
+        rejoin.logins_s = time.monotonic() - t
+        return rejoin
 
     def _wait_in_metadata(self, node: Node, timeout: float) -> None:
         def listed(admin):
@@ -413,13 +426,13 @@ class Cluster:
         if not ok:
             raise ClusterError(f"Broker {node.id} did not rejoin within {timeout:.0f} s (last: {last}).",
                                log_tail=node.log_tail(20))
-        self._wait_logins(node, timeout)
 
-    def _wait_logins(self, node: Node, timeout: float) -> None:
+    def _wait_logins(self, node: Node, timeout: float, rejoin: Rejoin | None = None) -> None:
         """Ready means working for students too: a broker back from a crash is listed before it
         accepts SCRAM logins again (seen for 10 s and more after a SIGKILL). Wait until the
         course's probe user logs in on its EXTERNAL listener; if that takes long, write the
-        users' passwords again (the brokers then learn them afresh) and keep waiting."""
+        users' passwords again (the brokers then learn them afresh) and keep waiting. `rejoin`,
+        if given, records the refusals seen and whether the users were written again."""
         from kafka.errors import KafkaError
 
         probe = self.secrets.student(PROBE_USER)
@@ -427,22 +440,29 @@ class Cluster:
             return
         deadline, repaired = time.monotonic() + timeout, False
         start = time.monotonic()
-        while not self._logs_in(node, probe):
+        while (refused := self._login_refused(node, probe)) is not None:
+            logger.debug("broker %s: the probe's login failed: %s", node.id, refused)
+            if rejoin is not None:
+                rejoin.refused[refused.split(":")[0]] = rejoin.refused.get(refused.split(":")[0], 0) + 1
             if time.monotonic() > deadline:
-                raise ClusterError(f"Broker {node.id} is back but refuses students' logins after {timeout:.0f} s.",
+                raise ClusterError(f"Broker {node.id} is back but refuses students' logins after {timeout:.0f} s "
+                                   f"(last: {refused}).",
                                    log_tail=node.log_tail(20), hint="Restart it: `python -m cluster stop-broker "
                                    f"{node.id}` then `start-broker {node.id}`.")
             if not repaired and time.monotonic() - start > 15:
                 try:
                     self.set_up_access()
                     repaired = True
+                    if rejoin is not None:
+                        rejoin.users_rewritten = True
                 except (KafkaError, RuntimeError) as e:   # a broker still reopening thousands of logs (a
                     # class's cluster): it cannot learn the rights yet; try again later
                     logger.info("writing the users again failed (%s); trying again", e)
                     start = time.monotonic()
             time.sleep(POLL_S)
 
-    def _logs_in(self, node: Node, account: Account) -> bool:
+    def _login_refused(self, node: Node, account: Account) -> str | None:
+        """None if `account` logs in on `node` and gets an answer; else what went wrong."""
         from kafka import KafkaAdminClient
         from kafka.protocol.metadata import MetadataRequest
 
@@ -451,13 +471,13 @@ class Cluster:
                 client = KafkaAdminClient(bootstrap_servers=f"{self.cfg.host}:{self.cfg.port(node.id)}",
                                           bootstrap_timeout_ms=3000, request_timeout_ms=3000,
                                           **account.kafka_python())
-            except Exception:
-                return False
+            except Exception as e:
+                return f"{type(e).__name__}: {e}"
             try:
                 client._manager.run(lambda: client._manager.send(MetadataRequest(topics=[]), node_id=node.id))
-                return True
-            except Exception:
-                return False
+                return None
+            except Exception as e:
+                return f"{type(e).__name__}: {e}"
             finally:
                 client.close()
 

@@ -117,7 +117,7 @@ def account() -> Account:
 def local_student(ns: str) -> Account:
     """The user of namespace `ns` on the local cluster: its password from the cluster's
     secrets file, and the user made on the brokers the first time."""
-    from .kafka import Cluster
+    from .brokers import Cluster
 
     cluster = Cluster()
     found = cluster.secrets.student(ns)
