@@ -154,6 +154,14 @@ class Secrets:
         return Account(namespace, password) if password else None
 
 
+def admin_client_for(client_id: str, connection: dict, **overrides):
+    """A KafkaAdminClient logged in with `connection`; `overrides` (kafka-python's settings, e.g.
+    bootstrap_servers: one broker only) win over it. clients.admin_client adds the default login."""
+    from kafka import KafkaAdminClient
+
+    return KafkaAdminClient(**{**connection, "client_id": client_id, **overrides})
+
+
 # --- what a namespace's user may do --------------------------------------------------------
 def namespace_acls(user: str, namespace: str) -> list:
     """The ACLs of a namespace's user: everything a lab needs on "<namespace>." names."""

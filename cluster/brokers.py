@@ -21,6 +21,7 @@ import shutil
 import socket
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 
 import psutil
@@ -51,7 +52,7 @@ class Rejoin:
     had to be written again."""
     listed_s: float = 0.0
     logins_s: float = 0.0
-    refused: dict[str, int] = field(default_factory=dict)
+    refused: Counter[str] = field(default_factory=Counter)
     users_rewritten: bool = False
 
 
@@ -269,10 +270,8 @@ class Cluster:
 
     def admin(self, **overrides):
         """A kafka-python admin client for this cluster, logged in as the course's admin."""
-        from kafka import KafkaAdminClient
-
-        return KafkaAdminClient(**{**self.admin_connection(), "client_id": "course-cluster", "request_timeout_ms": 10_000,
-                                   **overrides})
+        return accounts.admin_client_for("course-cluster", self.admin_connection(),
+                                         **{"request_timeout_ms": 10_000, **overrides})
 
     def _poll(self, probe, watch: list[Node], timeout: float) -> tuple[bool, object]:
         """Call probe(admin) -> (done, what) until done or the deadline; fail fast if a node in
@@ -443,7 +442,7 @@ class Cluster:
         while (refused := self._login_refused(node, probe)) is not None:
             logger.debug("broker %s: the probe's login failed: %s", node.id, refused)
             if rejoin is not None:
-                rejoin.refused[refused.split(":")[0]] = rejoin.refused.get(refused.split(":")[0], 0) + 1
+                rejoin.refused[refused.split(":")[0]] += 1
             if time.monotonic() > deadline:
                 raise ClusterError(f"Broker {node.id} is back but refuses students' logins after {timeout:.0f} s "
                                    f"(last: {refused}).",

@@ -25,7 +25,7 @@ import getpass
 import re
 
 from .accounts import PLAIN, Account, Secrets
-from . import settings
+from . import accounts, settings
 from .settings import Settings
 
 MODES = ("local", "compose", "hosted")
@@ -166,8 +166,5 @@ def group_ids(admin) -> list[str]:
 def admin_client(client_id: str, connection: dict | None = None, **overrides):
     """A KafkaAdminClient logged in with `connection` (default: the course's admin, see
     admin_connection()); `overrides` are kafka-python's settings (e.g. request_timeout_ms)."""
-    from kafka import KafkaAdminClient
-
-    # overrides win over the connection (e.g. bootstrap_servers: one broker only)
-    return KafkaAdminClient(**{**(admin_connection() if connection is None else connection),
-                               "client_id": client_id, **overrides})
+    return accounts.admin_client_for(client_id, admin_connection() if connection is None else connection,
+                                     **overrides)
