@@ -192,6 +192,10 @@ RESOURCE_SETTINGS = {
     "num.network.threads": "2",
     "num.io.threads": "2",
     "num.recovery.threads.per.data.dir": "4",
+    # A restarted node loads its latest metadata snapshot, then replays every record written
+    # after it. Kafka snapshots every hour (or 20 MB); a class makes and deletes topics all day,
+    # so snapshot every 5 minutes and a restart replays at most that much.
+    "metadata.log.max.snapshot.interval.ms": "300000",
     "background.threads": "2",
     "log.cleaner.threads": "1",
 }
