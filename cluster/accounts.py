@@ -23,6 +23,7 @@ import fcntl
 import json
 import os
 import secrets as _random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -263,23 +264,36 @@ def acl_count_on(admin, node_id: int, user: str) -> int:
     return sum(len(r.acls) for r in response.resources)
 
 
+DOWN = "down"              # a broker wait_until_every_broker left out
+DOWN_AFTER_S = 5.0         # unreachable this long: down, not just back
+
+
 def wait_until_every_broker(admin, user: str, done, what: str, timeout_s: float = 30.0) -> None:
-    """Wait, bounded, until every live broker's ACLs for `user` satisfy done(count)."""
+    """Wait, bounded, until every live broker's ACLs for `user` satisfy done(count). A broker
+    that cannot be reached for DOWN_AFTER_S is left out: it has died (the cluster lists a
+    killed broker until its session times out), and it replays the metadata, these rights
+    included, before it serves again."""
     from kafka.errors import KafkaConnectionError, NodeNotReadyError, RequestTimedOutError, UnknownBrokerIdError
 
     brokers = [b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")]
     unreachable = (UnknownBrokerIdError, NodeNotReadyError, KafkaConnectionError, RequestTimedOutError)
     for node in brokers:
-        def count(node=node):
+        unreachable_since: list[float] = []
+
+        def count(node=node, unreachable_since=unreachable_since):
             try:
                 return acl_count_on(admin, node, user)
             except unreachable:
                 # a broker just back from a crash: listed by the cluster before this client's metadata
-                # or connection has caught up with it (seen in CI: UnknownBrokerIdError)
+                # or connection has caught up with it (seen in CI: UnknownBrokerIdError); or dead
                 admin._manager.cluster.request_update()
+                unreachable_since[:] = unreachable_since or [time.monotonic()]
+                if time.monotonic() - unreachable_since[0] > DOWN_AFTER_S:
+                    return DOWN
                 raise
 
-        waited = wait_for(count, timeout_s=timeout_s, until=done, every_s=0.05, retry_on=unreachable)
+        waited = wait_for(count, timeout_s=timeout_s, until=lambda found: found == DOWN or done(found),
+                          every_s=0.05, retry_on=unreachable)
         if not waited:
             last = waited.last if isinstance(waited.last, Exception) else f"it knows {waited.last} ACLs"
             raise RuntimeError(f"Broker {node} did not {what} the rights of {user!r} within {timeout_s:.0f} s "
