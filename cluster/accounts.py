@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .kafka_python_fix import ask
 from .waiting import wait_for
 
 SCRAM = "SCRAM-SHA-512"
@@ -260,7 +261,7 @@ def acl_count_on(admin, node_id: int, user: str) -> int:
     request = DescribeAclsRequest(resource_type_filter=ResourceType.ANY, resource_name_filter=None,
                                   pattern_type_filter=ACLResourcePatternType.ANY, principal_filter=f"User:{user}",
                                   host_filter=None, operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY)
-    response = admin._manager.run(lambda: admin._manager.send(request, node_id=node_id))
+    response = ask(admin, request, node_id)
     return sum(len(r.acls) for r in response.resources)
 
 
@@ -314,7 +315,7 @@ def set_quotas(admin, user: str | None, quotas: dict[str, float]) -> None:
     entry = Req.EntryData(entity=[Req.EntryData.EntityData(entity_type="user", entity_name=user)],
                           ops=[Req.EntryData.OpData(key=k, value=float(v), remove=False)
                                for k, v in quotas.items()])
-    response = admin._manager.run(admin._manager.send, Req(entries=[entry], validate_only=False))
+    response = ask(admin, Req(entries=[entry], validate_only=False))
     for result in response.entries:
         if result.error_code:
             raise RuntimeError(f"The brokers refused quotas for {user or 'every user'}: "
@@ -328,7 +329,7 @@ def describe_quotas(admin, user: str | None) -> dict[str, float]:
     match_type = 1 if user is None else 0  # 0: exactly this name, 1: the default user
     request = Req(components=[Req.ComponentData(entity_type="user", match_type=match_type,
                                                 match=user)], strict=True)
-    response = admin._manager.run(admin._manager.send, request)
+    response = ask(admin, request)
     if response.error_code:
         raise RuntimeError(f"Describing quotas failed: {response.error_message}")
     return {v.key: v.value for entry in response.entries or [] for v in entry.values}

@@ -30,6 +30,7 @@ from . import accounts, java, jars
 from . import settings as S
 from .accounts import Account, Secrets
 from .errors import ClusterError
+from .kafka_python_fix import ask
 from .process import Node
 from .waiting import wait_for
 
@@ -503,7 +504,7 @@ class Cluster:
                 e = next((k for k in kept.errors if type(k).__name__ in AUTH_REFUSALS), e)
                 return f"{type(e).__name__}: {e}"
             try:
-                client._manager.run(lambda: client._manager.send(MetadataRequest(topics=[]), node_id=node.id))
+                ask(client, MetadataRequest(topics=[]), node.id)
                 return None
             except Exception as e:
                 return f"{type(e).__name__}: {e}"
