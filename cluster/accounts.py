@@ -23,9 +23,11 @@ import fcntl
 import json
 import os
 import secrets as _random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .kafka_python_fix import ask
 from .waiting import wait_for
 
 SCRAM = "SCRAM-SHA-512"
@@ -259,27 +261,40 @@ def acl_count_on(admin, node_id: int, user: str) -> int:
     request = DescribeAclsRequest(resource_type_filter=ResourceType.ANY, resource_name_filter=None,
                                   pattern_type_filter=ACLResourcePatternType.ANY, principal_filter=f"User:{user}",
                                   host_filter=None, operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY)
-    response = admin._manager.run(lambda: admin._manager.send(request, node_id=node_id))
+    response = ask(admin, request, node_id)
     return sum(len(r.acls) for r in response.resources)
 
 
+DOWN = "down"              # a broker wait_until_every_broker left out
+DOWN_AFTER_S = 5.0         # unreachable this long: down, not just back
+
+
 def wait_until_every_broker(admin, user: str, done, what: str, timeout_s: float = 30.0) -> None:
-    """Wait, bounded, until every live broker's ACLs for `user` satisfy done(count)."""
+    """Wait, bounded, until every live broker's ACLs for `user` satisfy done(count). A broker
+    that cannot be reached for DOWN_AFTER_S is left out: it has died (the cluster lists a
+    killed broker until its session times out), and it replays the metadata, these rights
+    included, before it serves again."""
     from kafka.errors import KafkaConnectionError, NodeNotReadyError, RequestTimedOutError, UnknownBrokerIdError
 
     brokers = [b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")]
     unreachable = (UnknownBrokerIdError, NodeNotReadyError, KafkaConnectionError, RequestTimedOutError)
     for node in brokers:
-        def count(node=node):
+        unreachable_since: list[float] = []
+
+        def count(node=node, unreachable_since=unreachable_since):
             try:
                 return acl_count_on(admin, node, user)
             except unreachable:
                 # a broker just back from a crash: listed by the cluster before this client's metadata
-                # or connection has caught up with it (seen in CI: UnknownBrokerIdError)
+                # or connection has caught up with it (seen in CI: UnknownBrokerIdError); or dead
                 admin._manager.cluster.request_update()
+                unreachable_since[:] = unreachable_since or [time.monotonic()]
+                if time.monotonic() - unreachable_since[0] > DOWN_AFTER_S:
+                    return DOWN
                 raise
 
-        waited = wait_for(count, timeout_s=timeout_s, until=done, every_s=0.05, retry_on=unreachable)
+        waited = wait_for(count, timeout_s=timeout_s, until=lambda found: found == DOWN or done(found),
+                          every_s=0.05, retry_on=unreachable)
         if not waited:
             last = waited.last if isinstance(waited.last, Exception) else f"it knows {waited.last} ACLs"
             raise RuntimeError(f"Broker {node} did not {what} the rights of {user!r} within {timeout_s:.0f} s "
@@ -300,7 +315,7 @@ def set_quotas(admin, user: str | None, quotas: dict[str, float]) -> None:
     entry = Req.EntryData(entity=[Req.EntryData.EntityData(entity_type="user", entity_name=user)],
                           ops=[Req.EntryData.OpData(key=k, value=float(v), remove=False)
                                for k, v in quotas.items()])
-    response = admin._manager.run(admin._manager.send, Req(entries=[entry], validate_only=False))
+    response = ask(admin, Req(entries=[entry], validate_only=False))
     for result in response.entries:
         if result.error_code:
             raise RuntimeError(f"The brokers refused quotas for {user or 'every user'}: "
@@ -314,7 +329,7 @@ def describe_quotas(admin, user: str | None) -> dict[str, float]:
     match_type = 1 if user is None else 0  # 0: exactly this name, 1: the default user
     request = Req(components=[Req.ComponentData(entity_type="user", match_type=match_type,
                                                 match=user)], strict=True)
-    response = admin._manager.run(admin._manager.send, request)
+    response = ask(admin, request)
     if response.error_code:
         raise RuntimeError(f"Describing quotas failed: {response.error_message}")
     return {v.key: v.value for entry in response.entries or [] for v in entry.values}

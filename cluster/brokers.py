@@ -30,6 +30,7 @@ from . import accounts, java, jars
 from . import settings as S
 from .accounts import Account, Secrets
 from .errors import ClusterError
+from .kafka_python_fix import ask
 from .process import Node
 from .waiting import wait_for
 
@@ -37,6 +38,10 @@ logger = logging.getLogger(__name__)
 READY_TOPIC = "course-ready-check"
 PROBE_USER = "course-probe"   # a SCRAM user of the course's own: can students log in?
 POLL_S = 0.25  # how often a bounded wait looks again
+# kafka-python's names for a login the broker answered and refused (not a timeout or an
+# unknown broker: a broker still starting, which writing the passwords again cannot help)
+AUTH_REFUSALS = ("SaslAuthenticationFailedError", "IllegalSaslStateError", "UnsupportedSaslMechanismError")
+REWRITE_AFTER_S = 10   # refused for the password this long: write the users again
 
 WIPE_HINT = ("If you do not need the data, start afresh with `python -m cluster down --wipe` "
              "(or `make down` then delete {home}), then `python -m cluster up`.")
@@ -78,16 +83,32 @@ class NodeStatus:
 STATUS_HEADER = ["node", "state", "pid", "client", "internal", "controller", "quorum", "leaders", "rss MB"]
 
 
+class _Kept(logging.Handler):
+    """The errors kafka-python logged (and did not raise: its bootstrap retries a refused login
+    until its timeout, then raises KafkaTimeoutError with no word of why)."""
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.errors: list[BaseException] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.errors.extend(a for a in (record.args or ()) if isinstance(a, BaseException))
+
+
 @contextlib.contextmanager
 def _quiet_kafka_logs():
-    """kafka-python logs every refused connection; while we wait for brokers, that is noise."""
+    """kafka-python logs every refused connection; while we wait for brokers, that is noise.
+    Yields the errors it logged meanwhile (_Kept)."""
     kafka_logger = logging.getLogger("kafka")
-    old = kafka_logger.level
-    kafka_logger.setLevel(logging.CRITICAL)
+    old, propagate, kept = kafka_logger.level, kafka_logger.propagate, _Kept()
+    kafka_logger.setLevel(logging.WARNING)
+    kafka_logger.propagate = False
+    kafka_logger.addHandler(kept)
     try:
-        yield
+        yield kept
     finally:
+        kafka_logger.removeHandler(kept)
         kafka_logger.setLevel(old)
+        kafka_logger.propagate = propagate
 
 
 def new_cluster_id() -> str:
@@ -429,16 +450,20 @@ class Cluster:
     def _wait_logins(self, node: Node, timeout: float, rejoin: Rejoin | None = None) -> None:
         """Ready means working for students too: a broker back from a crash is listed before it
         accepts SCRAM logins again (seen for 10 s and more after a SIGKILL). Wait until the
-        course's probe user logs in on its EXTERNAL listener; if that takes long, write the
-        users' passwords again (the brokers then learn them afresh) and keep waiting. `rejoin`,
-        if given, records the refusals seen and whether the users were written again."""
+        course's probe user logs in on its EXTERNAL listener; if the broker keeps refusing the
+        password itself, write the users' passwords again (the brokers then learn them afresh)
+        and keep waiting. A broker that times out or is not yet known is still starting (a
+        class's broker reopens thousands of logs, then catches up their replicas): writing every
+        user of a class then only costs the controller time (the load bench saw 26 refusals
+        after a SIGKILL, none for the password). `rejoin`, if given, records the refusals seen
+        and whether the users were written again."""
         from kafka.errors import KafkaError
 
         probe = self.secrets.student(PROBE_USER)
         if probe is None:
             return
         deadline, repaired = time.monotonic() + timeout, False
-        start = time.monotonic()
+        refused_since = None   # since when the broker answers and refuses the password
         while (refused := self._login_refused(node, probe)) is not None:
             logger.debug("broker %s: the probe's login failed: %s", node.id, refused)
             if rejoin is not None:
@@ -448,7 +473,11 @@ class Cluster:
                                    f"(last: {refused}).",
                                    log_tail=node.log_tail(20), hint="Restart it: `python -m cluster stop-broker "
                                    f"{node.id}` then `start-broker {node.id}`.")
-            if not repaired and time.monotonic() - start > 15:
+            if not refused.startswith(AUTH_REFUSALS):
+                refused_since = None
+            elif refused_since is None:
+                refused_since = time.monotonic()
+            if not repaired and refused_since is not None and time.monotonic() - refused_since > REWRITE_AFTER_S:
                 try:
                     self.set_up_access()
                     repaired = True
@@ -457,7 +486,7 @@ class Cluster:
                 except (KafkaError, RuntimeError) as e:   # a broker still reopening thousands of logs (a
                     # class's cluster): it cannot learn the rights yet; try again later
                     logger.info("writing the users again failed (%s); trying again", e)
-                    start = time.monotonic()
+                    refused_since = time.monotonic()
             time.sleep(POLL_S)
 
     def _login_refused(self, node: Node, account: Account) -> str | None:
@@ -465,15 +494,17 @@ class Cluster:
         from kafka import KafkaAdminClient
         from kafka.protocol.metadata import MetadataRequest
 
-        with _quiet_kafka_logs():
+        with _quiet_kafka_logs() as kept:
             try:
                 client = KafkaAdminClient(bootstrap_servers=f"{self.cfg.host}:{self.cfg.port(node.id)}",
                                           bootstrap_timeout_ms=3000, request_timeout_ms=3000,
                                           **account.kafka_python())
             except Exception as e:
+                # a refused password surfaces as a bootstrap timeout; its cause was only logged
+                e = next((k for k in kept.errors if type(k).__name__ in AUTH_REFUSALS), e)
                 return f"{type(e).__name__}: {e}"
             try:
-                client._manager.run(lambda: client._manager.send(MetadataRequest(topics=[]), node_id=node.id))
+                ask(client, MetadataRequest(topics=[]), node.id)
                 return None
             except Exception as e:
                 return f"{type(e).__name__}: {e}"

@@ -92,7 +92,6 @@ def policy_jar() -> Path:
     """The brokers' topic policies (cluster/policy/: the partition budget, the settings' bounds), compiled once per source and Kafka
     version into the jar cache with the JDK's javac."""
     import hashlib
-    import shutil
     import subprocess
     import tempfile
 
@@ -115,9 +114,11 @@ def policy_jar() -> Path:
         if out.returncode != 0:
             raise ClusterError("Compiling the brokers' topic policy failed.", log_tail=(out.stdout + out.stderr)[-3000:])
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(".partial")
+        # a name of this process's own, then an atomic rename: two processes (pytest's workers, two
+        # users' `make up`) may compile the same new version at once; the last rename wins, equal
+        partial = target.with_name(f"course-policy.{os.getpid()}.partial")
         subprocess.run([str(jar), "cf", str(partial), "-C", tmp, "."], check=True, capture_output=True, timeout=120)
-        shutil.move(partial, target)
+        os.replace(partial, target)
     return target
 
 

@@ -5,7 +5,7 @@
 writes three files into OUT, for engines the kit does not run itself:
 
 - strimzi-kafka.yaml: a Kafka cluster from the Strimzi operator (API kafka.strimzi.io/v1: Strimzi
-  0.51 and 1.0 run Kafka 4.1.1, the kit's version): one node pool of three
+  1.0 runs Kafka 4.1.2, the kit's version): one node pool of three
   KRaft nodes (broker and controller, as the local cluster), the course's teaching defaults
   (TEACHING_DEFAULTS, the same as the local cluster and compose), SCRAM logins on an internal
   listener, the brokers' simple authorizer, and the course admin as super user;

@@ -192,6 +192,10 @@ RESOURCE_SETTINGS = {
     "num.network.threads": "2",
     "num.io.threads": "2",
     "num.recovery.threads.per.data.dir": "4",
+    # A restarted node loads its latest metadata snapshot, then replays every record written
+    # after it. Kafka snapshots every hour (or 20 MB); a class makes and deletes topics all day,
+    # so snapshot every 5 minutes and a restart replays at most that much.
+    "metadata.log.max.snapshot.interval.ms": "300000",
     "background.threads": "2",
     "log.cleaner.threads": "1",
 }
@@ -254,6 +258,9 @@ ENVIRONMENT: dict[str, tuple[str | None, str]] = {
     "COURSE_HUB_STUDENTS": (None, "the hub's roster: a file of the students' login names, one per line"),
     "COURSE_HUB_INSTRUCTORS": (None, "the instructors' login names, separated by commas"),
     "COURSE_HUB_ADMIN": (None, "a login that may also manage the hub (JupyterHub's admin page)"),
+    "COURSE_MAX_PARTITIONS": ("3000", "partitions one shared cluster holds with a broker back within about a minute "
+                              "under a class's load (measured on 2 cores; measure a larger hub machine with "
+                              "`python -m bench --only load --students N`)"),
     "COURSE_HUB_STATE": ("/srv/kafka-course-hub", "the hub's folder: the users' environment, their Jupyter "
                          "settings per role, the jars; every user reads it, the hub's secrets are in private/"),
     "COURSE_HUB_ENV": (None, "the users' Python environment (the student kit's); unset: env/ in the hub's folder"),

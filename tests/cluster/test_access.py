@@ -334,6 +334,26 @@ def test_a_broker_this_client_does_not_know_yet_is_waited_for_then_named(cluster
         admin.close()
 
 
+def test_a_login_made_while_a_broker_is_down_works_everywhere_once_it_is_back(healthy):
+    # The cluster lists a killed broker until its session times out; the wait for the rights
+    # leaves it out after DOWN_AFTER_S instead of failing (it replays them before it serves).
+    account = accounts.Account(f"downtest{uuid.uuid4().hex[:6]}", accounts.new_password())
+    with healthy.admin() as root:
+        # connected to every broker first: kafka-python sends an admin request to the least loaded
+        # broker, preferring one it is connected to, and does not try another if that one refuses
+        for node in settings.NODE_IDS:
+            accounts.acl_count_on(root, node, account.username)
+        try:
+            with healthy.stopped(broker=3, kill=True):
+                accounts.grant(root, account, account.username)
+            topics = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{healthy.cfg.port(3)}",
+                                      **account.kafka_python())
+            with topics:
+                assert topics.list_topics() is not None   # logged in on broker 3, rights known
+        finally:
+            accounts.revoke(root, account.username)
+
+
 def test_clean_deletes_ones_own_topics_and_groups_and_nothing_else(cluster, me, mine, classmate):
     """`python -m cluster clean`, as a student: the namespace's topics and committed groups go,
     a classmate's stay (the brokers would refuse it their deletion anyway)."""

@@ -126,6 +126,19 @@ def test_kill_and_start_through_the_cli(healthy):
     assert run("status").stdout.splitlines()[3].split()[1] == "alive"
 
 
+def test_a_login_refused_for_its_password_is_told_from_a_broker_still_starting(cluster):
+    # A restarting broker's wait writes the users' passwords again only when the broker answers
+    # and refuses the password itself (AUTH_REFUSALS); this is what that looks like.
+    from cluster.accounts import Account
+    from cluster.brokers import AUTH_REFUSALS, PROBE_USER
+
+    node = cluster.nodes[1]
+    probe = cluster.secrets.student(PROBE_USER)
+    assert cluster._login_refused(node, probe) is None
+    wrong = cluster._login_refused(node, Account(PROBE_USER, probe.password + "x"))
+    assert wrong is not None and wrong.startswith(AUTH_REFUSALS), wrong
+
+
 def test_port_in_use_is_named_and_nothing_changes(cluster, tmp_path):
     # Another cluster folder, but the running cluster's ports.
     other = Cluster(settings.Settings(home=tmp_path / "other", port_base=cluster.cfg.port_base))

@@ -133,3 +133,26 @@ def test_a_waited_for_topic_is_ready_on_every_broker(cluster, admin):
     finally:
         admin.delete_topics(names)
     assert not behind, f"(topic, broker, partitions it listed) right after the wait: {behind}"
+
+
+def test_metadata_is_fetched_from_a_live_broker_while_one_is_down(healthy, admin):
+    """Fresh consumers ask for a topic's partitions while broker 3 is killed. Without the fix a
+    consumer whose metadata refresh picked broker 3 raised KafkaConnectionError (111
+    ECONNREFUSED): 5 of 20 here; with it, each one is answered by a live broker."""
+    topic = f"test.one-down-{uuid.uuid4().hex[:6]}"
+    admin.create_topics({topic: {"num_partitions": 3, "replication_factor": 3}})
+    admin.wait_for_topics([topic])
+    raised, login = [], connection()   # the login made (and its rights on every broker) first
+    try:
+        with healthy.stopped(broker=3, kill=True):
+            for _ in range(20):
+                try:
+                    with KafkaConsumer(**login, enable_auto_commit=False) as consumer:
+                        partitions = consumer.partitions_for_topic(topic)
+                except Exception as e:   # the fault under test: counted, and the loop goes on
+                    raised.append(f"{type(e).__name__}: {e}")
+                    continue
+                assert partitions == {0, 1, 2}
+    finally:
+        admin.delete_topics([topic])
+    assert raised == [], f"{len(raised)} of 20 consumers' metadata requests failed with one broker down: {raised[:3]}"

@@ -194,7 +194,12 @@ def test_the_shared_clusters_heap_grows_with_the_roster(tmp_path, monkeypatch):
     assert "30 students hold up to" in course_hub.size_cluster()
     assert os.environ["COURSE_BROKER_HEAP"] == "256m"
     monkeypatch.delenv("COURSE_BROKER_HEAP")
+    roster_of(tmp_path, monkeypatch, capacity.max_students() + 1)
+    with pytest.raises(HubError):     # the kit's 2-core figure
+        course_hub.size_cluster()
+    monkeypatch.setenv("COURSE_MAX_PARTITIONS", "6000")   # a hub machine measured to hold more
     roster_of(tmp_path, monkeypatch, capacity.max_students())
+    assert capacity.max_students() > 56
     course_hub.size_cluster()
     assert int(os.environ["COURSE_BROKER_HEAP"].removesuffix("m")) > 256
     monkeypatch.setenv("COURSE_BROKER_HEAP", "1g")     # the admin's choice is kept
@@ -208,5 +213,5 @@ def test_a_roster_one_cluster_cannot_hold_is_refused_with_the_numbers(tmp_path, 
     with pytest.raises(HubError) as e:
         course_hub.size_cluster()
     text = str(e.value)
-    assert f"{capacity.max_students() + 1} students hold up to" in text and "6,000" in text
+    assert f"{capacity.max_students() + 1} students hold up to" in text and f"{capacity.max_partitions():,}" in text
     assert f"up to {capacity.max_students():,} students" in text and "python -m cluster k8s" in text
