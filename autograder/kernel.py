@@ -127,6 +127,8 @@ class SandboxSpecs(KernelSpecManager):
     sandbox: Sandbox | None = None
 
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        if self.sandbox is None:
+            raise RuntimeError("SandboxSpecs.sandbox is not set: KernelSession sets it before the kernel starts")
         argv = self.sandbox.wrap([sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"])
         return KernelSpec(argv=argv, display_name="Python 3 (grading sandbox)", language="python",
                           interrupt_mode="message", resource_dir="")
@@ -155,16 +157,16 @@ class SandboxKernelManager(AsyncKernelManager):
 
         from .kernel_relay import CHANNELS
 
-        self.relay_dir = tempfile.mkdtemp(prefix="grade-relay-")
+        self.relay_dir = relay_dir = tempfile.mkdtemp(prefix="grade-relay-")
         kernel_ip = self.ip
-        with open(os.path.join(self.relay_dir, "relay.log"), "wb") as log:   # grader-only: its own folder
+        with open(os.path.join(relay_dir, "relay.log"), "wb") as log:   # grader-only: its own folder
             self.relay = subprocess.Popen(
                 [sys.executable, "-m", "autograder.kernel_relay", kernel_ip, self.relay_ip(),
                  *(str(getattr(self, f"{c}_port")) for c in CHANNELS), str(MAX_RELAYED_BYTES), str(RELAY_MEMORY_MB)],
                 cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
 
     def relay_ip(self) -> str:
-        return os.path.join(self.relay_dir, "k")
+        return os.path.join(self.relay_dir or "", "k")   # called once the relay's folder is made
 
     def _make_url(self, channel: str) -> str:
         if self.relay_dir is None:
@@ -184,6 +186,9 @@ class SandboxKernelManager(AsyncKernelManager):
 
 class LimitedClient(NotebookClient):
     """nbclient, counting every message of a cell against MAX_OUTPUT_BYTES."""
+
+    truncated: set[int]          # cells whose output was cut (KernelSession sets both)
+    spent: dict[int, int]        # output bytes per cell
 
     def process_message(self, msg, cell, cell_index):
         if msg.get("msg_type") not in ("status", "execute_input"):
@@ -232,7 +237,7 @@ class KernelSession:
                                   ip=str(self.workdir / ".kernel"), connection_file=str(self.workdir / ".kernel.json"),
                                   client_class="autograder.kernel.CappedKernelClient")
         km.owner = sandbox.user
-        self.sandbox = sandbox
+        self.km, self.sandbox = km, sandbox
         self.client = LimitedClient(nb, km=km, timeout=None, allow_errors=True, kernel_name="sandboxed",
                                     resources={"metadata": {"path": str(self.workdir)}},
                                     startup_timeout=60, iopub_timeout=10)
@@ -247,7 +252,7 @@ class KernelSession:
         # The kernel's own stdout and stderr (ZMQ and gRPC chatter) are not the student's output;
         # they go to a log, shown to staff if the kernel cannot start.
         self.stderr_log = self.workdir / ".kernel-stderr.log"
-        self._stack.callback(self.client.km.stop_relay)   # the last thing undone, after the kernel
+        self._stack.callback(self.km.stop_relay)   # the last thing undone, after the kernel
         try:
             with open(self.stderr_log, "wb") as err:
                 # nbclient's own clean-up of channels and files, on the way out
@@ -260,7 +265,7 @@ class KernelSession:
         except BaseException:
             self._stack.close()
             raise
-        proc = getattr(getattr(self.client.km, "provisioner", None), "process", None)
+        proc = getattr(getattr(self.km, "provisioner", None), "process", None)
         self.jail = self.sandbox.jail(getattr(proc, "pid", None))
         # Runs first: a frozen or runaway kernel would only delay a polite shutdown.
         self._stack.callback(lambda: self.jail.kill())
@@ -270,13 +275,19 @@ class KernelSession:
         self._stack.close()
 
     def alive(self) -> bool:
-        relay = self.client.km.relay
+        relay = self.km.relay
         return (relay is None or relay.poll() is None) and self.jail.alive() and self.log.dead_at is None and self.log.killed_at is None
 
     # --- running ---------------------------------------------------------------------------
+    def kc(self):
+        """nbclient's kernel client, which exists once the kernel has started (__enter__)."""
+        if self.client.kc is None:
+            raise RuntimeError("the grading kernel has not been started")
+        return self.client.kc
+
     def _reply(self, msg_id: str, timeout: float) -> dict | None:
         """The shell reply to msg_id, or None after `timeout` seconds."""
-        get = run_sync(self.client.kc.get_shell_msg)
+        get = run_sync(self.kc().get_shell_msg)
         deadline = time.monotonic() + timeout
         while (remaining := deadline - time.monotonic()) > 0:
             try:
@@ -386,7 +397,7 @@ class KernelSession:
         if self._paused:   # only the kernel itself answers; what it started stays stopped
             self.jail.thaw(main_only=True)
         try:
-            msg_id = self.client.kc.execute("", silent=True, store_history=False,
+            msg_id = self.kc().execute("", silent=True, store_history=False,
                                             user_expressions={"v": f"__import__('selfcheck.plain', fromlist=['_'])"
                                                                    f".plain_repr({expr})"})
             reply = self._reply(msg_id, timeout)

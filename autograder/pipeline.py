@@ -19,12 +19,13 @@ import logging
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import nbformat
 
@@ -34,7 +35,7 @@ from cluster.clients import (admin_client, admin_connection, anything_listens, b
                              in_namespace)
 from cluster.process import listening_ports
 from cluster.safe_files import RefusedPath, read_bytes
-from cluster.settings import ROOT, env, jars_cache
+from cluster.settings import ROOT, env, env_path, jars_cache
 
 from selfcheck.checks import CheckFailed, Context, checks_for, policy, run_cleanups
 
@@ -124,10 +125,23 @@ class Job:
     logdir: Path | None = None          # the grader's own: scripts' logs, out of the sandbox's reach
     private_dir: Path | None = None     # the grader's own, for checks' files (Context.private_dir)
     release_files: tuple[Path, ...] = ()
-    result: GradingResult | None = None
+    result: GradingResult = field(init=False)   # made from the above; every step adds to it
     watch: ClusterWatch | None = None   # notices a broker going down while the submission is graded
     own: Any = None                     # lab 7: the grading's own three-broker cluster (cluster.own)
     uid: int | None = None              # the user method's uid for this grading (None: bwrap; see sandbox.method())
+
+    def __post_init__(self) -> None:
+        self.result = GradingResult(lab=self.lab, notebook=str(self.notebook), seed=self.seed)
+
+
+T = TypeVar("T")
+
+
+def made(value: T | None, what: str) -> T:
+    """A field of the Job an earlier step filled in (the steps run in order: STEPS)."""
+    if value is None:
+        raise InfrastructureError(f"the grader has no {what} yet: a step ran out of order (a bug of ours)")
+    return value
 
 
 def graded_parts(nb) -> dict[str, float]:
@@ -164,7 +178,7 @@ def check_sandbox(job: Job) -> None:
         raise InfrastructureError(f"student code cannot be sandboxed here: {why} To grade anyway, without the "
                                   "sandbox's guarantees, pass --no-sandbox.")
     if kind == "user":
-        readable = exposed(Path(env("COURSE_CLUSTER_HOME")))
+        readable = exposed(env_path("COURSE_CLUSTER_HOME"))
         if readable:
             raise InfrastructureError(
                 f"bubblewrap cannot be used here ({why}), and under the other sandbox, a user of its own, "
@@ -238,15 +252,16 @@ def restore_tests(job: Job) -> None:
     cell gets the course's source and type, so edits to them count for nothing. A part counts
     once: from the course's own copy of its test cell (same cell id), else its first copy;
     other copies are not run. Only the course's own observation cells keep their "demo" tag."""
-    ours = course_cells(job.source)
-    demos = {c.source for c in job.source.cells if "demo" in c.metadata.get("tags", [])}
-    for cell in job.submission.cells:
+    source, submission = made(job.source, "course notebook"), made(job.submission, "submission")
+    ours = course_cells(source)
+    demos = {c.source for c in source.cells if "demo" in c.metadata.get("tags", [])}
+    for cell in submission.cells:
         if cell.cell_type == "code":
             cell.outputs = []
         tags = cell.get("metadata", {}).get("tags", [])
         if "demo" in tags and cell.source not in demos:
             tags.remove("demo")
-    copies = drop_copies(job.source, job.submission)
+    copies = drop_copies(source, submission)
     edited = []
     for gid, cells in copies.items():
         course, keep = ours[gid], cells[0]
@@ -262,9 +277,9 @@ def restore_tests(job: Job) -> None:
                                     "counted, the others were not run.")
     if edited:
         job.result.notes.append(f"The course's cells {sorted(edited)} were edited; the course's versions were used.")
-    missing = [c for c in job.source.cells if test_label(c) and test_label(c) not in copies]
+    missing = [c for c in source.cells if test_label(c) and test_label(c) not in copies]
     if missing:   # put back at the end, where they check the kernel as the notebook left it
-        job.submission.cells.extend(copy.deepcopy(missing))
+        submission.cells.extend(copy.deepcopy(missing))
         job.result.notes.append(f"Test cells {[test_label(c) for c in missing]} were missing from the notebook; "
                                 "they were put back at the end.")
 
@@ -277,8 +292,8 @@ def drop_copies(source, submission) -> dict[str, list]:
     ours = course_cells(source)
     found: dict[str, list] = {}
     for cell in submission.cells:
-        if grade_id(cell) in ours:
-            found.setdefault(grade_id(cell), []).append(cell)
+        if (gid := grade_id(cell)) is not None and gid in ours:
+            found.setdefault(gid, []).append(cell)
     for gid, cells in found.items():
         keep = next((c for c in cells if c.get("id") == ours[gid].get("id")), cells[0])
         for cell in cells:
@@ -355,15 +370,16 @@ def kernel_env(job: Job) -> dict[str, str]:
     # Spark's connector jars, from the grader's cache (read-only in the sandbox): not from a
     # cache under the sandbox's own HOME, which is empty and would download them again.
     env["COURSE_JARS_CACHE"] = str(jars_cache())
-    venv_bin = str(Path(os.sys.executable).parent)
-    home = job.workdir / ".home"
+    venv_bin = str(Path(sys.executable).parent)
+    workdir, account = made(job.workdir, "working folder"), made(job.account, "Kafka user")
+    home = workdir / ".home"
     env.update(PATH=f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", VIRTUAL_ENV=str(Path(venv_bin).parent),
                # the course's own packages (cluster, the self-checks) from the course folder being
                # graded, whatever the environment's install points at (on a hub, the student kit's)
                PYTHONPATH=str(ROOT),
                LAB_NAMESPACE=job.namespace, KAFKA_BOOTSTRAP_SERVERS=job.bootstrap,
-               KAFKA_USERNAME=job.account.username, KAFKA_PASSWORD=job.account.password,
-               HOME=str(home), TMPDIR=str(job.workdir / ".tmp"), USER="student",
+               KAFKA_USERNAME=account.username, KAFKA_PASSWORD=account.password,
+               HOME=str(home), TMPDIR=str(workdir / ".tmp"), USER="student",
                MPLCONFIGDIR=str(home), MPLBACKEND="agg", PYTHONDONTWRITEBYTECODE="1", GRPC_VERBOSITY="ERROR",
                COURSE_SPARK_UI="off",   # no web UI: other gradings' code shares the network
                PYTHONHASHSEED="0",  # a submission that (wrongly) uses hash() gets the same score every time
@@ -382,12 +398,14 @@ def run_notebook_and_checks(job: Job) -> None:
     by_label = {c.label: c for c in job.result.checks}
     checks = checks_for(job.lab)
     done: set[str] = set()
-    scratch, cleanup = {}, []
+    scratch: dict[str, Any] = {}
+    cleanup: list = []
+    workdir, account = made(job.workdir, "working folder"), made(job.account, "Kafka user")
     limits = sandbox_limits(job.lab)
     cgroups = Cgroups(job.namespace, limits, parent=env("COURSE_CGROUP_PARENT")) if job.sandbox else None
     if cgroups and (off := bounds_off(cgroups)):
         job.result.staff.append(off)
-    sandbox = Sandbox(job.workdir, readonly=job.release_files, limits=limits, enabled=job.sandbox, cgroups=cgroups,
+    sandbox = Sandbox(workdir, readonly=job.release_files, limits=limits, enabled=job.sandbox, cgroups=cgroups,
                       uid=job.uid)
     kernel_vars = kernel_env(job)   # the kernel's, and the student's scripts' that checks run
 
@@ -396,10 +414,10 @@ def run_notebook_and_checks(job: Job) -> None:
             return
         done.add(label)
         res = by_label[label]
-        ctx = Context(job.lab, label, session, job.namespace, job.admin, job.seed, workdir=job.workdir,
+        ctx = Context(job.lab, label, session, job.namespace, job.admin, job.seed, workdir=workdir,
                       scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=kernel_vars, logdir=job.logdir,
                       private_dir=job.private_dir,
-                      student_user=job.account.username, own=job.own,
+                      student_user=account.username, own=job.own,
                       kernel_ports=lambda: listening_ports(session.jail.processes()))
         start = time.monotonic()
         try:
@@ -519,7 +537,6 @@ def grade_notebook(lab: str, notebook: Path | nbformat.NotebookNode, seed: int |
     path = Path("submission.ipynb") if given is not None else Path(notebook)
     job = Job(lab, path, seed=seed, sandbox=sandbox, cell_timeout=cell_timeout, total_timeout=total_timeout,
               submission=given)
-    job.result = GradingResult(lab=lab, notebook=str(path), seed=seed)
     start = time.monotonic()
     try:
         for step in STEPS:

@@ -53,7 +53,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 import psutil
@@ -133,10 +133,10 @@ def hierarchy(root: Path = CGROUP_ROOT) -> str | None:
     """Which control groups the machine has at root: "v1" (a pids or memory controller mounted at
     root/<controller>: older distributions, and hybrid ones), "v2" (root is the unified hierarchy:
     Debian 12, Ubuntu 22.04 and later, Fedora), or None."""
-    mounts, root = _mounts(), os.path.realpath(root)
-    if any(mounts.get(os.path.join(root, controller)) == "cgroup" for controller in BOUNDS):
+    mounts, top = _mounts(), os.path.realpath(root)
+    if any(mounts.get(os.path.join(top, controller)) == "cgroup" for controller in BOUNDS):
         return "v1"
-    if mounts.get(root) == "cgroup2" and os.path.exists(os.path.join(root, "cgroup.controllers")):
+    if mounts.get(top) == "cgroup2" and os.path.exists(os.path.join(top, "cgroup.controllers")):
         return "v2"
     return None
 
@@ -313,7 +313,7 @@ class Cgroups:
 
         for folder in self.dirs:
             if folder.exists():
-                wait_for(lambda folder=folder: removed(folder), timeout_s=timeout_s, every_s=0.1, retry_on=(OSError,))
+                wait_for(partial(removed, folder), timeout_s=timeout_s, every_s=0.1, retry_on=(OSError,))
 
 
 def bounds_off(cgroups: Cgroups | None = None, parent: str | None = None) -> str:
@@ -536,8 +536,8 @@ class Sandbox:
     def with_writable(self, folder: Path) -> "Sandbox":
         """The same sandbox, also allowed to write `folder` (a grader's folder, outside the
         working folder); under the user method the folder is handed to the sandbox's user."""
-        if self.user is not None:
-            os.chown(folder, self.uid, self.uid)
+        if (uid := self.user) is not None:
+            os.chown(folder, uid, uid)
         return replace(self, writable=(*self.writable, Path(folder)))
 
     def popen(self, argv: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:

@@ -100,6 +100,13 @@ def _quiet_kafka_logs():
     Yields the errors it logged meanwhile (_Kept)."""
     kafka_logger = logging.getLogger("kafka")
     old, propagate, kept = kafka_logger.level, kafka_logger.propagate, _Kept()
+    # a logging.config.dictConfig elsewhere in the process (Jupyter's, JupyterHub's) disables
+    # every logger it does not name, kafka-python's included: their records would never come
+    family = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+              if name == "kafka" or name.startswith("kafka.")]
+    disabled = [lg.disabled for lg in family]
+    for lg in family:
+        lg.disabled = False
     kafka_logger.setLevel(logging.WARNING)
     kafka_logger.propagate = False
     kafka_logger.addHandler(kept)
@@ -109,6 +116,8 @@ def _quiet_kafka_logs():
         kafka_logger.removeHandler(kept)
         kafka_logger.setLevel(old)
         kafka_logger.propagate = propagate
+        for lg, was in zip(family, disabled):
+            lg.disabled = was
 
 
 def new_cluster_id() -> str:
