@@ -278,18 +278,16 @@ def wait_until_every_broker(admin, user: str, done, what: str, timeout_s: float 
 
     brokers = [b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")]
     unreachable = (UnknownBrokerIdError, NodeNotReadyError, KafkaConnectionError, RequestTimedOutError)
+    unreachable_since: dict[int, float] = {}
     for node in brokers:
-        unreachable_since: list[float] = []
-
-        def count(node=node, unreachable_since=unreachable_since):
+        def count(node=node):
             try:
                 return acl_count_on(admin, node, user)
             except unreachable:
                 # a broker just back from a crash: listed by the cluster before this client's metadata
                 # or connection has caught up with it (seen in CI: UnknownBrokerIdError); or dead
                 admin._manager.cluster.request_update()
-                unreachable_since[:] = unreachable_since or [time.monotonic()]
-                if time.monotonic() - unreachable_since[0] > DOWN_AFTER_S:
+                if time.monotonic() - unreachable_since.setdefault(node, time.monotonic()) > DOWN_AFTER_S:
                     return DOWN
                 raise
 
