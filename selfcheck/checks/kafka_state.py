@@ -47,9 +47,22 @@ def graders_topic(ctx: Context, name: str, partitions: int, protect: bool = True
     replicas, topic settings given with _ for . (cleanup_policy="compact"); its full name once it
     exists. protect: the student's code may only read it (ctx.protect), so it cannot change the
     check's truth; False for a topic the student's code is to write to."""
-    topic = ctx.topic(f"{name}-{ctx.rng.randrange(10**6)}")
-    ctx.admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 3,
-                                     "configs": {k.replace("_", "."): v for k, v in configs.items()}}})
+    from kafka.errors import TopicAlreadyExistsError
+
+    spec = {"num_partitions": partitions, "replication_factor": 3,
+            "configs": {k.replace("_", "."): v for k, v in configs.items()}}
+    for _ in range(3):
+        topic = ctx.topic(f"{name}-{ctx.rng.randrange(10**6)}")
+        try:
+            ctx.admin.create_topics({topic: spec})
+            break
+        except TopicAlreadyExistsError:
+            # The name is taken, maybe by this very request: a connection that broke after the
+            # broker made the topic, and the client asked again (seen once in CI). Another number,
+            # so that the grader never takes for its own a topic that someone else could have made.
+            continue
+    else:
+        raise RuntimeError(f"three new names for the grader's topic {name!r} all exist in {ctx.namespace}")
     ctx.admin.wait_for_topics([topic])
     if protect:
         ctx.protect(topics=[topic])
