@@ -6,6 +6,7 @@
     lab.fresh_topic("flights", 3)    # that topic, new and empty (again on every run of the cell)
     lab.read("flights")              # every record it holds, oldest first
     lab.own_cluster()                # lab 7: three brokers of your own, to break
+    lab.streams_app("counter")       # a quixstreams Application in your namespace (cluster/streams.py)
     KafkaProducer(**lab.connection)  # every client: the servers and your login
     Producer(lab.librdkafka_connection())   # the same for confluent-kafka (librdkafka)
     flights = load_flights(day=1)    # January 2013 flights from New York City, as dicts
@@ -63,6 +64,14 @@ class Lab:
         from .clients import librdkafka_connection
 
         return librdkafka_connection()
+
+    def streams_app(self, name: str, state_dir="state", **settings):
+        """A quixstreams Application as you, its consumer group "<namespace>.<name>", its
+        changelog and repartition topics inside your namespace (cluster/streams.py); settings
+        are Application's own (processing_guarantee="exactly-once", ...)."""
+        from .streams import streams_app
+
+        return streams_app(name, state_dir, **settings)
 
     def own_cluster(self):
         """Lab 7: a three-broker cluster of your own, to break (cluster/own.py): started, or
