@@ -70,7 +70,7 @@ def topic_manager_class():
             # keep a workspace's prefix out of them); checked by tests/cluster/test_streams.py
             prefix = qualify(self.namespace, "")
             if topic_name is not None and in_namespace(self.namespace, topic_name):
-                topic_name = topic_name[len(prefix):]
+                topic_name = topic_name[len(prefix) :]
             return prefix + super()._internal_name(topic_type, topic_name, suffix)
 
     return NamespacedTopicManager
@@ -98,11 +98,20 @@ def streams_app(name: str, state_dir: str | Path = "state", **settings: Any) -> 
         # producer_extra_config={"transactional.id": lab.transactional_id("counter-2")}.
         producer_config.setdefault("transactional.id", qualify(ns, name))
     manager = topic_manager_class()(
-        ns, topic_admin=TopicAdmin(broker_address=login, extra_config={
-            k: v for k, v in producer_config.items() if k != "transactional.id"}),
-        consumer_group=name, timeout=settings.get("request_timeout", 30),
+        ns,
+        topic_admin=TopicAdmin(
+            broker_address=login, extra_config={k: v for k, v in producer_config.items() if k != "transactional.id"}
+        ),
+        consumer_group=name,
+        timeout=settings.get("request_timeout", 30),
         create_timeout=settings.get("topic_create_timeout", 60),
-        auto_create_topics=settings.get("auto_create_topics", True))
-    return quixstreams.Application(broker_address=login, consumer_group=qualify(ns, name),
-                                   state_dir=str(state_dir), producer_extra_config=producer_config,
-                                   topic_manager=manager, **{**DEFAULTS, **settings})
+        auto_create_topics=settings.get("auto_create_topics", True),
+    )
+    return quixstreams.Application(
+        broker_address=login,
+        consumer_group=qualify(ns, name),
+        state_dir=str(state_dir),
+        producer_extra_config=producer_config,
+        topic_manager=manager,
+        **{**DEFAULTS, **settings},
+    )
