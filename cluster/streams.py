@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .clients import in_namespace, librdkafka_connection, namespace, qualify
+from .settings import TEACHING_DEFAULTS
 
 if TYPE_CHECKING:
     from quixstreams import Application
@@ -43,9 +44,14 @@ DEFAULTS: dict[str, Any] = {
 def _quixstreams():
     # authlib (a dependency of confluent-kafka's schema registry client, which quixstreams
     # imports) warns about its own httpx module on import: nothing a student can act on.
+    # authlib turns its own warnings on ("always") when imported, so it is imported first and
+    # silenced after.
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.filterwarnings("ignore", message=".*httpx.*")
+        try:
+            import authlib.deprecate  # noqa: F401
+        except ImportError:
+            pass
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
         import quixstreams
         from quixstreams.kafka.configuration import ConnectionConfig
         from quixstreams.models.topics import TopicAdmin, TopicManager
@@ -61,6 +67,11 @@ def topic_manager_class():
         "<namespace>.repartition__..."): quixstreams' own name, with the namespace taken off the
         app's and the topic's names inside it and put once in front."""
 
+        # A topic it makes for the app's output (app.topic("...") of a new name): as the brokers'
+        # defaults make one (quixstreams' own: one replica, which a broker's death loses)
+        default_replication_factor = int(TEACHING_DEFAULTS["default.replication.factor"])
+        default_num_partitions = int(TEACHING_DEFAULTS["num.partitions"])
+
         def __init__(self, namespace: str, **kwargs):
             super().__init__(**kwargs)
             self.namespace = namespace
@@ -70,7 +81,7 @@ def topic_manager_class():
             # keep a workspace's prefix out of them); checked by tests/cluster/test_streams.py
             prefix = qualify(self.namespace, "")
             if topic_name is not None and in_namespace(self.namespace, topic_name):
-                topic_name = topic_name[len(prefix):]
+                topic_name = topic_name[len(prefix) :]
             return prefix + super()._internal_name(topic_type, topic_name, suffix)
 
     return NamespacedTopicManager
@@ -98,11 +109,20 @@ def streams_app(name: str, state_dir: str | Path = "state", **settings: Any) -> 
         # producer_extra_config={"transactional.id": lab.transactional_id("counter-2")}.
         producer_config.setdefault("transactional.id", qualify(ns, name))
     manager = topic_manager_class()(
-        ns, topic_admin=TopicAdmin(broker_address=login, extra_config={
-            k: v for k, v in producer_config.items() if k != "transactional.id"}),
-        consumer_group=name, timeout=settings.get("request_timeout", 30),
+        ns,
+        topic_admin=TopicAdmin(
+            broker_address=login, extra_config={k: v for k, v in producer_config.items() if k != "transactional.id"}
+        ),
+        consumer_group=name,
+        timeout=settings.get("request_timeout", 30),
         create_timeout=settings.get("topic_create_timeout", 60),
-        auto_create_topics=settings.get("auto_create_topics", True))
-    return quixstreams.Application(broker_address=login, consumer_group=qualify(ns, name),
-                                   state_dir=str(state_dir), producer_extra_config=producer_config,
-                                   topic_manager=manager, **{**DEFAULTS, **settings})
+        auto_create_topics=settings.get("auto_create_topics", True),
+    )
+    return quixstreams.Application(
+        broker_address=login,
+        consumer_group=qualify(ns, name),
+        state_dir=str(state_dir),
+        producer_extra_config=producer_config,
+        topic_manager=manager,
+        **{**DEFAULTS, **settings},
+    )

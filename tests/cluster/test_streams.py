@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -82,9 +83,13 @@ def counted(words):
 
 
 def start_app(folder, lab, name: str, state: str, topic: str, counts: str, pause: float) -> subprocess.Popen:
-    short = lambda t: t[len(lab.topic("")):]
-    return subprocess.Popen([sys.executable, str(folder / "app.py"), name, str(folder / state), short(topic),
-                             short(counts), str(pause)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    short = lambda t: t[len(lab.topic("")) :]
+    return subprocess.Popen(
+        [sys.executable, str(folder / "app.py"), name, str(folder / state), short(topic), short(counts), str(pause)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def committed_counts(topic: str) -> list[dict]:
@@ -107,11 +112,14 @@ def committed_counts(topic: str) -> list[dict]:
 
 def test_an_apps_own_topics_are_inside_its_namespace(counted):
     lab, topic, counts, said = counted
-    ns, words = namespace(), topic[len(namespace()) + 1:]
-    made = sorted(t for t in lab.my_topics() if "__counter--" in t and words in t)     # the app's own
-    assert made == [f"{ns}.changelog__counter--repartition.{words}.word--default",
-                    f"{ns}.repartition__counter--{words}--word"], made
+    ns, words = namespace(), topic[len(namespace()) + 1 :]
+    made = sorted(t for t in lab.my_topics() if "__counter--" in t and words in t)  # the app's own
+    assert made == [
+        f"{ns}.changelog__counter--repartition.{words}.word--default",
+        f"{ns}.repartition__counter--{words}--word",
+    ], made
     from kafka.admin import ConfigResource, ConfigResourceType
+
     changelog = next(t for t in made if ".changelog__" in t)
     configs = lab.admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, changelog)])
     assert configs["topic"][changelog]["cleanup.policy"]["value"] == "compact"
@@ -122,10 +130,9 @@ def test_an_apps_own_topics_are_inside_its_namespace(counted):
 def test_an_app_killed_mid_stream_is_restored_elsewhere_and_counts_each_record_once(words):
     lab, topic, said, folder = words
     counts = lab.fresh_topic(f"counts-{uuid.uuid4().hex[:6]}", 3)
-    first = start_app(folder, lab, "recovering", "laptop-a", topic, counts, 0.01)   # ~6 s for 600 words
+    first = start_app(folder, lab, "recovering", "laptop-a", topic, counts, 0.01)  # ~6 s for 600 words
     try:
-        reached = wait_for(lambda: len(committed_counts(counts)), timeout_s=90, every_s=0.3,
-                           until=lambda n: n >= 100)
+        reached = wait_for(lambda: len(committed_counts(counts)), timeout_s=90, every_s=0.3, until=lambda n: n >= 100)
         assert reached, f"the app committed {reached.last} counts in 90 s"
     finally:
         first.send_signal(signal.SIGKILL)
@@ -163,7 +170,7 @@ def test_another_namespace_cannot_read_an_apps_state(counted, cluster):
 
     with KafkaAdminClient(**theirs) as admin:
         assert changelog not in admin.list_topics()
-        assert admin.describe_topics([changelog])[0]["error_code"] == 29    # topic authorization failed
+        assert admin.describe_topics([changelog])[0]["error_code"] == 29  # topic authorization failed
     consumer = KafkaConsumer(**theirs)
     consumer.assign([TopicPartition(changelog, p) for p in range(3)])
     consumer.seek_to_beginning()
@@ -171,8 +178,18 @@ def test_another_namespace_cannot_read_an_apps_state(counted, cluster):
     try:
         for _ in range(5):
             read += [r.value for batch in consumer.poll(timeout_ms=1_000).values() for r in batch]
-    except Exception as e:   # refused outright, or nothing read: both keep the state secret
+    except Exception as e:  # refused outright, or nothing read: both keep the state secret
         assert "Authorization" in type(e).__name__, e
     finally:
         consumer.close()
     assert read == []
+
+
+def test_a_topic_the_app_makes_has_three_replicas_as_the_brokers_make_them(cluster):
+    lab = start_lab("streams-test", clean=False)
+    name = lab.topic(f"made-{uuid.uuid4().hex[:6]}")
+    lab.streams_app("maker", state_dir=tempfile.mkdtemp()).topic(name)  # a new output topic
+    described = lab.admin.describe_topics([name])[0]
+    # quixstreams' own default would be one replica: lost with its broker
+    assert [len(p["replica_nodes"]) for p in described["partitions"]] == [3]
+    lab.admin.delete_topics([name])
