@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .clients import in_namespace, librdkafka_connection, namespace, qualify
+from .settings import TEACHING_DEFAULTS
 
 if TYPE_CHECKING:
     from quixstreams import Application
@@ -43,9 +44,14 @@ DEFAULTS: dict[str, Any] = {
 def _quixstreams():
     # authlib (a dependency of confluent-kafka's schema registry client, which quixstreams
     # imports) warns about its own httpx module on import: nothing a student can act on.
+    # authlib turns its own warnings on ("always") when imported, so it is imported first and
+    # silenced after.
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.filterwarnings("ignore", message=".*httpx.*")
+        try:
+            import authlib.deprecate  # noqa: F401
+        except ImportError:
+            pass
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
         import quixstreams
         from quixstreams.kafka.configuration import ConnectionConfig
         from quixstreams.models.topics import TopicAdmin, TopicManager
@@ -60,6 +66,11 @@ def topic_manager_class():
         """Internal topics named "<namespace>.changelog__<app>--<topic>--<store>" (and
         "<namespace>.repartition__..."): quixstreams' own name, with the namespace taken off the
         app's and the topic's names inside it and put once in front."""
+
+        # A topic it makes for the app's output (app.topic("...") of a new name): as the brokers'
+        # defaults make one (quixstreams' own: one replica, which a broker's death loses)
+        default_replication_factor = int(TEACHING_DEFAULTS["default.replication.factor"])
+        default_num_partitions = int(TEACHING_DEFAULTS["num.partitions"])
 
         def __init__(self, namespace: str, **kwargs):
             super().__init__(**kwargs)

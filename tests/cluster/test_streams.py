@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -182,3 +183,13 @@ def test_another_namespace_cannot_read_an_apps_state(counted, cluster):
     finally:
         consumer.close()
     assert read == []
+
+
+def test_a_topic_the_app_makes_has_three_replicas_as_the_brokers_make_them(cluster):
+    lab = start_lab("streams-test", clean=False)
+    name = lab.topic(f"made-{uuid.uuid4().hex[:6]}")
+    lab.streams_app("maker", state_dir=tempfile.mkdtemp()).topic(name)  # a new output topic
+    described = lab.admin.describe_topics([name])[0]
+    # quixstreams' own default would be one replica: lost with its broker
+    assert [len(p["replica_nodes"]) for p in described["partitions"]] == [3]
+    lab.admin.delete_topics([name])
