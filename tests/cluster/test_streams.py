@@ -158,11 +158,7 @@ def test_another_namespace_cannot_read_an_apps_state(counted, cluster):
     changelog = next(t for t in lab.my_topics() if ".changelog__counter" in t)
 
     # the owner reads it: the state is there to be read
-    mine = KafkaConsumer(**connection(), consumer_timeout_ms=5000)
-    mine.assign([TopicPartition(changelog, p) for p in range(3)])
-    mine.seek_to_beginning()
-    assert sum(1 for _ in mine) > 0
-    mine.close()
+    assert len(lab.read(changelog)) > 0
 
     account = cluster.add_student(f"classmate-{uuid.uuid4().hex[:6]}")
     theirs = {"bootstrap_servers": bootstrap_servers(), **account.kafka_python()}
@@ -176,7 +172,7 @@ def test_another_namespace_cannot_read_an_apps_state(counted, cluster):
     consumer.seek_to_beginning()
     read = []
     try:
-        for _ in range(5):
+        for _ in range(3):
             read += [r.value for batch in consumer.poll(timeout_ms=1_000).values() for r in batch]
     except Exception as e:  # refused outright, or nothing read: both keep the state secret
         assert "Authorization" in type(e).__name__, e
