@@ -239,24 +239,39 @@ def run_all_cells(page) -> None:
     """Run > Run All Cells in the menu bar (the kernel was just started: no restart).
     JupyterLab marks a cell [*] the moment it sends it to the kernel, however busy the kernel is;
     a command lost while the page settles under CI's load (the kernel idle, every prompt still
-    [ ] ten minutes later, as a screenshot showed once) is given again, after any dialog is answered."""
+    [ ] ten minutes later, as a screenshot showed once) is given again, after any dialog is answered.
+    So is a run whose queue the kernel dropped: a dialog answered just before (JupyterLab's
+    "Select Kernel" starts a new kernel) can replace the kernel under the queued cells, and their
+    [*] marks go back to [ ] with none run (CI, once: the new kernel idle for ten minutes)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    started = page.locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[(\*|\d+)\]")).first
+    prompts = page.locator(".jp-InputPrompt")
+    queued, ran = (prompts.filter(has_text=re.compile(pattern)) for pattern in (r"\[\*\]", r"\[\d+\]"))
     dialogs = []
     for attempt in range(1, 4):
         dialogs += settle_dialogs(page)
         try:
             page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click(timeout=60_000)
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click(timeout=60_000)
-            started.wait_for(state="attached", timeout=60_000)
-            return
+            prompts.filter(has_text=re.compile(r"\[(\*|\d+)\]")).first.wait_for(state="attached", timeout=60_000)
         except PlaywrightTimeout:
             shot(page, f"run-all-not-started-{attempt}")
             if not page.locator(".jp-Dialog").count():
                 page.keyboard.press("Escape")  # a menu left open (a dialog is answered on the next turn)
+            continue
+        # started: done once a cell has run; lost if the queue empties with none run
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if ran.count():
+                return
+            if not queued.count():
+                break
+            time.sleep(0.5)
+        else:
+            return  # still queued after ten minutes: the caller's wait for results says what is wrong
+        shot(page, f"run-all-dropped-{attempt}")
     raise AssertionError(
-        "Run > Run All Cells started no cell, three times in a row (screenshots in "
+        "Run > Run All Cells ran no cell, three times in a row (screenshots in "
         f"build/test-artifacts/hub); dialogs answered: {dialogs or 'none'}"
     )
 
