@@ -51,6 +51,7 @@ print("stopped", flush=True)
 """
 
 WORDS = ("kafka", "stream", "table", "state", "changelog")
+TAG = uuid.uuid4().hex[:6]  # in the name of every topic this module makes, the apps' own included
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,7 @@ def words(cluster, tmp_path_factory):
     """A fresh topic of 600 words said by 40 speakers (3 partitions), what was said, and a
     folder with the app."""
     lab = start_lab("streams-test", clean=False)
-    topic = lab.fresh_topic(f"words-{uuid.uuid4().hex[:6]}", 3)
+    topic = lab.fresh_topic(f"words-{TAG}", 3)
     rng = random.Random(5)
     said = [(f"speaker-{rng.randrange(40)}", rng.choice(WORDS)) for _ in range(600)]
     with KafkaProducer(**connection(), acks="all") as producer:
@@ -68,14 +69,15 @@ def words(cluster, tmp_path_factory):
     folder = tmp_path_factory.mktemp("streams")
     (folder / "app.py").write_text(APP)
     yield lab, topic, Counter(word for _, word in said), folder
-    lab.delete_my_topics()
+    # only this module's: other modules of this process share the namespace
+    lab.admin.delete_topics([t for t in lab.my_topics() if TAG in t])
 
 
 @pytest.fixture(scope="module")
 def counted(words):
     """The app run once over the words, to the end: (lab, its name, the counts topic, what was said)."""
     lab, topic, said, folder = words
-    counts = lab.fresh_topic(f"counts-{uuid.uuid4().hex[:6]}", 3)
+    counts = lab.fresh_topic(f"counts-{TAG}-{uuid.uuid4().hex[:6]}", 3)
     app = start_app(folder, lab, "counter", "state", topic, counts, 0)
     out, _ = app.communicate(timeout=120)
     assert app.returncode == 0 and "stopped" in out, out[-3000:]
@@ -129,7 +131,7 @@ def test_an_apps_own_topics_are_inside_its_namespace(counted):
 
 def test_an_app_killed_mid_stream_is_restored_elsewhere_and_counts_each_record_once(words):
     lab, topic, said, folder = words
-    counts = lab.fresh_topic(f"counts-{uuid.uuid4().hex[:6]}", 3)
+    counts = lab.fresh_topic(f"counts-{TAG}-{uuid.uuid4().hex[:6]}", 3)
     first = start_app(folder, lab, "recovering", "laptop-a", topic, counts, 0.01)  # ~6 s for 600 words
     try:
         reached = wait_for(lambda: len(committed_counts(counts)), timeout_s=90, every_s=0.3, until=lambda n: n >= 100)
@@ -183,7 +185,7 @@ def test_another_namespace_cannot_read_an_apps_state(counted, cluster):
 
 def test_a_topic_the_app_makes_has_three_replicas_as_the_brokers_make_them(cluster):
     lab = start_lab("streams-test", clean=False)
-    name = lab.topic(f"made-{uuid.uuid4().hex[:6]}")
+    name = lab.topic(f"made-{TAG}")
     lab.streams_app("maker", state_dir=tempfile.mkdtemp()).topic(name)  # a new output topic
     described = lab.admin.describe_topics([name])[0]
     # quixstreams' own default would be one replica: lost with its broker
