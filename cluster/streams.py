@@ -44,14 +44,8 @@ DEFAULTS: dict[str, Any] = {
 def _quixstreams():
     # authlib (a dependency of confluent-kafka's schema registry client, which quixstreams
     # imports) warns about its own httpx module on import: nothing a student can act on.
-    # authlib turns its own warnings on ("always") when imported, so it is imported first and
-    # silenced after.
-    with warnings.catch_warnings():
-        try:
-            import authlib.deprecate  # noqa: F401
-        except ImportError:
-            pass
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
+    # authlib turns its own warnings on ("always") when imported: recorded here, and dropped.
+    with warnings.catch_warnings(record=True):
         import quixstreams
         from quixstreams.kafka.configuration import ConnectionConfig
         from quixstreams.models.topics import TopicAdmin, TopicManager
