@@ -11,15 +11,23 @@ c.CourseDirectory.course_id = "kafka-course"
 os.makedirs(os.path.join(c.CourseDirectory.root, ".nbgrader"), exist_ok=True)
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, ".nbgrader", "gradebook.db")
 # The release keeps only the notebooks and their contract files.
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*_pb2.py", "*_pb2_grpc.py",
-                            "home", "tmp", "feedback"]
+c.CourseDirectory.ignore = [
+    ".ipynb_checkpoints",
+    "*.pyc",
+    "__pycache__",
+    "*_pb2.py",
+    "*_pb2_grpc.py",
+    "home",
+    "tmp",
+    "feedback",
+]
 # Collect believes the machine, not the submission: who owns it, when it arrived, and no links
 # (a link to the solutions would be copied as the instructor). See autograder/exchange.py.
 c.ExchangeFactory.collect = "autograder.exchange.CheckedCollect"
 # Files over 10 MB are not copied (collect, autograde): nbgrader parses a notebook in its own
 # process before the grader sees it, and a 21 MB one took 880 MB there. The grader refuses
 # notebooks over 8 MB itself, with a message (autograder/pipeline.py MAX_NOTEBOOK_BYTES).
-c.CourseDirectory.max_file_size = 10 * 1024      # kilobytes
+c.CourseDirectory.max_file_size = 10 * 1024  # kilobytes
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
 # Autograding runs the grader's own pipeline instead of nbgrader's Execute step: the student's
@@ -28,7 +36,7 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # On a machine without bubblewrap: c.GradeInSandbox.sandbox = False (results say what that loses).
 c.Autograde.autograde_preprocessors = [
     "autograder.nbgrader_step.GradeInSandbox",
-    "autograder.nbgrader_step.SanitizeMarkup",      # the formgrader shows it on the instructor's server
+    "autograder.nbgrader_step.SanitizeMarkup",  # the formgrader shows it on the instructor's server
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
@@ -38,7 +46,7 @@ c.Autograde.autograde_preprocessors = [
 ]
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
-    "autograder.nbgrader_step.KeepCourseCopy",     # instead of DeduplicateIds
+    "autograder.nbgrader_step.KeepCourseCopy",  # instead of DeduplicateIds
     "nbgrader.preprocessors.OverwriteKernelspec",
     "nbgrader.preprocessors.OverwriteCells",
     "nbgrader.preprocessors.CheckCellMetadata",

@@ -1,5 +1,5 @@
 """python -m autograder grade <lab> <notebook.ipynb> [--json FILE] | grade-all <lab> <folder> | selftest
-                     | student-kit DIR | gradescope build [LAB ...] | gradescope run LAB"""
+| student-kit DIR | gradescope build [LAB ...] | gradescope run LAB"""
 
 from __future__ import annotations
 
@@ -19,9 +19,16 @@ def cmd_grade(a) -> int:
     from .sandbox import bounds_off
 
     if not a.no_sandbox and (off := bounds_off(parent=env("COURSE_CGROUP_PARENT"))):
-        print(off)      # the first line: what this machine cannot bound
-    result = grade_notebook(a.lab, Path(a.notebook), seed=a.seed, student=a.student, cell_timeout=a.cell_timeout,
-                   total_timeout=a.total_timeout, sandbox=not a.no_sandbox)
+        print(off)  # the first line: what this machine cannot bound
+    result = grade_notebook(
+        a.lab,
+        Path(a.notebook),
+        seed=a.seed,
+        student=a.student,
+        cell_timeout=a.cell_timeout,
+        total_timeout=a.total_timeout,
+        sandbox=not a.no_sandbox,
+    )
     result.write_json(Path(a.json))
     print(result.table())
     print(f"results written to {a.json}")
@@ -34,8 +41,15 @@ def cmd_grade(a) -> int:
 def cmd_grade_all(a) -> int:
     from .grade_all import grade_all
 
-    graded = grade_all(a.lab, Path(a.submissions), Path(a.out), jobs=a.jobs, regrade=a.regrade, retries=a.retries,
-                       progress=not a.no_progress)
+    graded = grade_all(
+        a.lab,
+        Path(a.submissions),
+        Path(a.out),
+        jobs=a.jobs,
+        regrade=a.regrade,
+        retries=a.retries,
+        progress=not a.no_progress,
+    )
     return EXIT_INFRASTRUCTURE if any(g.status == "not graded" for g in graded) else 0
 
 
@@ -59,34 +73,66 @@ def cmd_gradescope(a) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m autograder", description="Grade notebooks against the live cluster.")
-    p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="log each step with its time (-vv: everything, Kafka clients included)")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log each step with its time (-vv: everything, Kafka clients included)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     g = sub.add_parser("grade", help="grade one submission; writes Gradescope's results.json")
     g.add_argument("lab", help="the lab, e.g. lab1")
     g.add_argument("notebook", help="the student's notebook")
     g.add_argument("--json", default="results/results.json", help="where to write results.json (default: %(default)s)")
-    g.add_argument("--student", default="", help="the student's id: with the course's secret, it makes the seed "
-                   "of the checks' random inputs (stable across regrades)")
-    g.add_argument("--seed", type=int, default=None, help="replay a grading with this seed instead (staff only: "
-                   "the seed is printed in the table and in results.json's hidden details)")
-    g.add_argument("--no-sandbox", action="store_true", help="grade without the bubblewrap sandbox (macOS, "
-                   "Windows); every result then says what is not guaranteed")
+    g.add_argument(
+        "--student",
+        default="",
+        help="the student's id: with the course's secret, it makes the seed "
+        "of the checks' random inputs (stable across regrades)",
+    )
+    g.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="replay a grading with this seed instead (staff only: "
+        "the seed is printed in the table and in results.json's hidden details)",
+    )
+    g.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="grade without the bubblewrap sandbox (macOS, Windows); every result then says what is not guaranteed",
+    )
     g.add_argument("--cell-timeout", type=float, default=CELL_TIMEOUT_S, help="seconds per cell (default: %(default)s)")
-    g.add_argument("--total-timeout", type=float, default=TOTAL_TIMEOUT_S,
-                   help="seconds for the whole notebook (default: %(default)s)")
+    g.add_argument(
+        "--total-timeout",
+        type=float,
+        default=TOTAL_TIMEOUT_S,
+        help="seconds for the whole notebook (default: %(default)s)",
+    )
     g.set_defaults(func=cmd_grade)
-    ga = sub.add_parser("grade-all", help="grade a folder of submissions, several at a time; a gradebook CSV and "
-                        "a plot of the scores")
+    ga = sub.add_parser(
+        "grade-all", help="grade a folder of submissions, several at a time; a gradebook CSV and a plot of the scores"
+    )
     ga.add_argument("lab", help="the lab, e.g. lab1")
-    ga.add_argument("submissions", help="a folder of <student>.ipynb, or of <student>/.../<lab>.ipynb (nbgrader's "
-                    "submitted/ layout)")
-    ga.add_argument("--out", default="grades", help="where results.json per student, gradebook.csv and scores.png "
-                    "go (default: %(default)s)")
+    ga.add_argument(
+        "submissions",
+        help="a folder of <student>.ipynb, or of <student>/.../<lab>.ipynb (nbgrader's submitted/ layout)",
+    )
+    ga.add_argument(
+        "--out",
+        default="grades",
+        help="where results.json per student, gradebook.csv and scores.png go (default: %(default)s)",
+    )
     ga.add_argument("--jobs", type=int, default=4, help="gradings run at the same time (default: %(default)s)")
     ga.add_argument("--regrade", action="store_true", help="grade again what an earlier run already graded")
-    ga.add_argument("--retries", type=int, default=1, help="times a grading that failed for the grader's own reasons "
-                    "is tried again, once the cluster works (default: %(default)s)")
+    ga.add_argument(
+        "--retries",
+        type=int,
+        default=1,
+        help="times a grading that failed for the grader's own reasons "
+        "is tried again, once the cluster works (default: %(default)s)",
+    )
     ga.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
     ga.set_defaults(func=cmd_grade_all)
     s = sub.add_parser("selftest", help="solutions score full marks, blanks 0, the corpus its expected scores")
@@ -94,16 +140,21 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, default=2, help="gradings run at the same time (default: %(default)s)")
     s.add_argument("--write-corpus", metavar="DIR", help="also write the corpus notebooks to DIR, to read them")
     s.add_argument("--only", nargs="+", metavar="NAME", help="only the cases whose names contain one of these")
-    s.add_argument("--via", choices=("cli", "nbgrader", "kernel"), default="cli",
-                   help="grade through the CLI (default), or through real `nbgrader autograde` in a course folder "
-                        "of its own (one lab at a time: slower); kernel: run the student work of the corpus as "
-                        "students do, the self-checks in their kernels, which must agree with the grader")
+    s.add_argument(
+        "--via",
+        choices=("cli", "nbgrader", "kernel"),
+        default="cli",
+        help="grade through the CLI (default), or through real `nbgrader autograde` in a course folder "
+        "of its own (one lab at a time: slower); kernel: run the student work of the corpus as "
+        "students do, the self-checks in their kernels, which must agree with the grader",
+    )
     s.set_defaults(func=cmd_selftest)
     k = sub.add_parser("student-kit", help="write what students get (labs, cluster, self-checks; no solutions)")
     k.add_argument("dir", help="the folder to write (replaced if it exists)")
     k.set_defaults(func=cmd_student_kit)
-    gs = sub.add_parser("gradescope", help="build Gradescope's autograder zip of each lab, or (inside Gradescope) "
-                        "grade its submission")
+    gs = sub.add_parser(
+        "gradescope", help="build Gradescope's autograder zip of each lab, or (inside Gradescope) grade its submission"
+    )
     gs.add_argument("action", choices=("build", "run"), help="build: the zips; run: what run_autograder does")
     gs.add_argument("labs", nargs="*", help="build: the labs (default: all); run: the one lab")
     gs.add_argument("--out", default="build/gradescope", help="build: where the zips go (default: %(default)s)")

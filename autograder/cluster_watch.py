@@ -45,7 +45,7 @@ class ClusterWatch:
     def _look(self) -> str:
         if self._nodes:
             for n, (node, first) in self._nodes.items():
-                if first is None:   # killed so recently that the controller still lists it
+                if first is None:  # killed so recently that the controller still lists it
                     return f"broker {n} was down when the grading began"
                 if self._identity(node) != first:
                     return f"broker {n} went down during the grading"

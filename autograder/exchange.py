@@ -59,8 +59,11 @@ def untrusted(path: str, student: str) -> str | None:
 
 def arrival(path: str) -> datetime.datetime:
     """The last change the kernel recorded in the entry (ctime), in UTC (naive, as nbgrader's)."""
-    latest = max(os.lstat(os.path.join(folder, name)).st_ctime
-                 for folder, dirs, files in os.walk(path) for name in [".", *dirs, *files])
+    latest = max(
+        os.lstat(os.path.join(folder, name)).st_ctime
+        for folder, dirs, files in os.walk(path)
+        for name in [".", *dirs, *files]
+    )
     return datetime.datetime.fromtimestamp(latest, datetime.UTC).replace(tzinfo=None)
 
 
@@ -77,7 +80,7 @@ def _copy_regular_file(src: str, dst: str) -> str:
 
 class CheckedCollect(ExchangeCollect):
     def init_src(self):
-        super().init_src()          # the inbound folder, the due date; its own choice is redone below
+        super().init_src()  # the inbound folder, the due date; its own choice is redone below
         student = self.coursedir.student_id or "*"
         pattern = os.path.join(self.inbound_path, f"{student}+{self.coursedir.assignment_id}+*")
         by_student: dict[str, list[dict]] = {}
@@ -90,8 +93,9 @@ class CheckedCollect(ExchangeCollect):
             came = arrival(path)
             record["claimed"] = record["timestamp"]
             if record["timestamp"] < came - CLOCK_SLACK:
-                self.log.warning("%s claims to be from %s but arrived at %s: the arrival counts.",
-                                 path, record["timestamp"], came)
+                self.log.warning(
+                    "%s claims to be from %s but arrived at %s: the arrival counts.", path, record["timestamp"], came
+                )
                 record["timestamp"] = came
             by_student.setdefault(record["username"], []).append(record)
         self.src_records = [self._choose(records) for records in by_student.values()]
@@ -110,9 +114,18 @@ class CheckedCollect(ExchangeCollect):
         if size > 1000 * self.coursedir.max_dir_size:
             raise RuntimeError(f"{src} is too big to collect: {size} bytes")
         # symlinks=True: a link is copied as a link, never followed, and then refused below
-        shutil.copytree(src, dest, symlinks=True, copy_function=_copy_regular_file,
-                        ignore=ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
-                                               max_file_size=self.coursedir.max_file_size, log=self.log))
+        shutil.copytree(
+            src,
+            dest,
+            symlinks=True,
+            copy_function=_copy_regular_file,
+            ignore=ignore_patterns(
+                exclude=self.coursedir.ignore,
+                include=self.coursedir.include,
+                max_file_size=self.coursedir.max_file_size,
+                log=self.log,
+            ),
+        )
         why = untrusted(dest, "")
         if why:
             shutil.rmtree(dest)
@@ -120,9 +133,10 @@ class CheckedCollect(ExchangeCollect):
 
     def copy_files(self):
         super().copy_files()
-        for record in self.src_records:      # the time that counts for lateness, where it was backdated
+        for record in self.src_records:  # the time that counts for lateness, where it was backdated
             if record["timestamp"] != record["claimed"]:
-                dest = self.coursedir.format_path(self.coursedir.submitted_directory, record["username"],
-                                                  self.coursedir.assignment_id)
+                dest = self.coursedir.format_path(
+                    self.coursedir.submitted_directory, record["username"], self.coursedir.assignment_id
+                )
                 with open(os.path.join(dest, "timestamp.txt"), "w") as f:
                     f.write(record["timestamp"].strftime(TIME_FORMAT))

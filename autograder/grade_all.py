@@ -28,8 +28,8 @@ from .results import visible_scores
 
 logger = logging.getLogger(__name__)
 EXIT_INFRASTRUCTURE = 2
-STEPS_S = 120             # the grader's steps around the notebook (cluster check, clean-up)
-STOP_GRACE_S = 60         # a grading past its deadline gets SIGTERM (it cleans up: user, topics, folders), then SIGKILL
+STEPS_S = 120  # the grader's steps around the notebook (cluster check, clean-up)
+STOP_GRACE_S = 60  # a grading past its deadline gets SIGTERM (it cleans up: user, topics, folders), then SIGKILL
 
 
 def grading_deadline(lab: str) -> float:
@@ -49,11 +49,11 @@ class Submission:
 @dataclass
 class Graded:
     student: str
-    status: str                  # "graded", "kept" (graded by an earlier run), "not graded"
+    status: str  # "graded", "kept" (graded by an earlier run), "not graded"
     scores: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
-    problem: str = ""            # why it was not graded
-    attempts: int = 0            # gradings run (more than one: the cluster failed during one)
+    problem: str = ""  # why it was not graded
+    attempts: int = 0  # gradings run (more than one: the cluster failed during one)
 
     @property
     def total(self) -> float:
@@ -66,8 +66,12 @@ def find_submissions(lab: str, folder: Path) -> list[Submission]:
     found: dict[str, Path] = {}
     for path in sorted(folder.glob("*.ipynb")):
         found[path.stem] = path
-    for student_dir in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):   # grader-only: lists submissions; each is read by read_submission
-        notebooks = sorted(student_dir.rglob(f"{lab}.ipynb")) or sorted(student_dir.rglob("*.ipynb"))   # grader-only: lists submissions; each is read by read_submission
+    for student_dir in sorted(
+        p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")
+    ):  # grader-only: lists submissions; each is read by read_submission
+        notebooks = sorted(student_dir.rglob(f"{lab}.ipynb")) or sorted(
+            student_dir.rglob("*.ipynb")
+        )  # grader-only: lists submissions; each is read by read_submission
         notebooks = [n for n in notebooks if ".ipynb_checkpoints" not in n.parts]
         if notebooks:
             found.setdefault(student_dir.name, notebooks[0])
@@ -97,8 +101,19 @@ def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
     results = out / sub.student / "results.json"
     results.parent.mkdir(parents=True, exist_ok=True)
     # -v: each step's time in the student's grading.log, for staff
-    cmd = [sys.executable, "-m", "autograder", "-v", "grade", lab, str(sub.notebook), "--json", str(results),
-           "--student", sub.student]
+    cmd = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "-v",
+        "grade",
+        lab,
+        str(sub.notebook),
+        "--json",
+        str(results),
+        "--student",
+        sub.student,
+    ]
     log = out / sub.student / "grading.log"
     log.write_text("")
     start, problem = time.monotonic(), ""
@@ -110,22 +125,31 @@ def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
         except subprocess.TimeoutExpired:
             problem = f"the grading did not end within {deadline:.0f} s (stopped, and cleaned up)"
         else:
-            with open(log, "a") as f:   # every attempt's output, for staff
+            with open(log, "a") as f:  # every attempt's output, for staff
                 f.write(f"===== attempt {attempt}: exit {proc.returncode}\n{proc.stdout}{proc.stderr}")
             if proc.returncode == 0 and results.exists():
-                return Graded(sub.student, "graded", visible_scores(json.loads(results.read_text())),   # grader-only: results the grader wrote
-                              time.monotonic() - start, attempts=attempt)
+                return Graded(
+                    sub.student,
+                    "graded",
+                    visible_scores(json.loads(results.read_text())),  # grader-only: results the grader wrote
+                    time.monotonic() - start,
+                    attempts=attempt,
+                )
             last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
-            problem = (f"infrastructure: {last}" if proc.returncode == EXIT_INFRASTRUCTURE
-                       else f"the grader failed (exit {proc.returncode}): {last}")
+            problem = (
+                f"infrastructure: {last}"
+                if proc.returncode == EXIT_INFRASTRUCTURE
+                else f"the grader failed (exit {proc.returncode}): {last}"
+            )
         if attempt <= retries:
-            logger.warning("%s: not graded on attempt %d (%s); trying again once the cluster works",
-                           sub.student, attempt, problem)
+            logger.warning(
+                "%s: not graded on attempt %d (%s); trying again once the cluster works", sub.student, attempt, problem
+            )
             broken = wait_for_cluster()
             if broken:
                 problem += f"; the cluster did not come back: {broken}"
                 break
-    results.unlink(missing_ok=True)   # no score for a grading that did not happen
+    results.unlink(missing_ok=True)  # no score for a grading that did not happen
     return Graded(sub.student, "not graded", {}, time.monotonic() - start, problem, attempts=attempt)
 
 
@@ -148,7 +172,9 @@ def run_to_deadline(cmd: list[str], deadline_s: float) -> subprocess.CompletedPr
 
 
 def kept(sub: Submission, out: Path) -> Graded:
-    return Graded(sub.student, "kept", visible_scores(json.loads((out / sub.student / "results.json").read_text())))   # grader-only: results the grader wrote
+    return Graded(
+        sub.student, "kept", visible_scores(json.loads((out / sub.student / "results.json").read_text()))
+    )  # grader-only: results the grader wrote
 
 
 def write_gradebook(graded: list[Graded], parts: list[str], path: Path) -> None:
@@ -157,9 +183,17 @@ def write_gradebook(graded: list[Graded], parts: list[str], path: Path) -> None:
         w.writerow(["student", "status", "total", *parts, "seconds", "attempts", "problem"])
         for g in sorted(graded, key=lambda g: g.student):
             ok = g.status != "not graded"
-            w.writerow([g.student, g.status, f"{g.total:g}" if ok else "",
-                        *[(f"{g.scores.get(p, 0):g}" if ok else "") for p in parts], f"{g.seconds:.1f}", g.attempts,
-                        g.problem])
+            w.writerow(
+                [
+                    g.student,
+                    g.status,
+                    f"{g.total:g}" if ok else "",
+                    *[(f"{g.scores.get(p, 0):g}" if ok else "") for p in parts],
+                    f"{g.seconds:.1f}",
+                    g.attempts,
+                    g.problem,
+                ]
+            )
 
 
 def score_counts(graded: list[Graded], parts: dict[str, float]) -> dict[str, list[tuple[float, int]]]:
@@ -184,11 +218,13 @@ def plot_scores(graded: list[Graded], parts: dict[str, float], path: Path, lab: 
 
     counts = score_counts(graded, parts)
     widths = [3] + [1] * len(parts)
-    fig, axes = plt.subplots(1, len(counts), figsize=(2.6 * sum(widths) / 1.4, 2.8), squeeze=False,
-                             gridspec_kw={"width_ratios": widths})
+    fig, axes = plt.subplots(
+        1, len(counts), figsize=(2.6 * sum(widths) / 1.4, 2.8), squeeze=False, gridspec_kw={"width_ratios": widths}
+    )
     for ax, (label, levels) in zip(axes[0], counts.items()):
-        ax.bar([f"{v:g}" for v, _ in levels], [n for _, n in levels],
-               color="#dd8452" if label == "total" else "#4c72b0")
+        ax.bar(
+            [f"{v:g}" for v, _ in levels], [n for _, n in levels], color="#dd8452" if label == "total" else "#4c72b0"
+        )
         ax.set_title(f"{lab} total" if label == "total" else label, fontsize=9)
         ax.set_xlabel("points")
         ax.tick_params(axis="x", labelsize=7)
@@ -200,8 +236,9 @@ def plot_scores(graded: list[Graded], parts: dict[str, float], path: Path, lab: 
     plt.close(fig)
 
 
-def grade_all(lab: str, folder: Path, out: Path, jobs: int = 4, regrade: bool = False, retries: int = 1,
-              progress: bool = True) -> list[Graded]:
+def grade_all(
+    lab: str, folder: Path, out: Path, jobs: int = 4, regrade: bool = False, retries: int = 1, progress: bool = True
+) -> list[Graded]:
     import nbformat
     from tqdm import tqdm
 
@@ -219,22 +256,30 @@ def grade_all(lab: str, folder: Path, out: Path, jobs: int = 4, regrade: bool = 
     out.mkdir(parents=True, exist_ok=True)
     todo = [s for s in subs if regrade or not up_to_date(s, out / s.student / "results.json")]
     graded = [kept(s, out) for s in subs if s not in todo]
-    print(f"grade-all {lab}: {len(subs)} submissions, {len(todo)} to grade ({len(graded)} kept from an earlier run), "
-          f"{jobs} at a time", flush=True)
-    with ThreadPoolExecutor(max(1, jobs)) as pool, \
-            tqdm(total=len(todo), unit="notebook", disable=not progress, file=sys.stdout) as bar:
+    print(
+        f"grade-all {lab}: {len(subs)} submissions, {len(todo)} to grade ({len(graded)} kept from an earlier run), "
+        f"{jobs} at a time",
+        flush=True,
+    )
+    with (
+        ThreadPoolExecutor(max(1, jobs)) as pool,
+        tqdm(total=len(todo), unit="notebook", disable=not progress, file=sys.stdout) as bar,
+    ):
         futures = [pool.submit(grade_one, lab, s, out, retries) for s in todo]
         for f in as_completed(futures):
             g = f.result()
             graded.append(g)
-            bar.set_postfix_str(f"{g.student}: " + (f"{g.total:g}/{sum(parts.values()):g}"
-                                                    if g.status == "graded" else "NOT GRADED"))
+            bar.set_postfix_str(
+                f"{g.student}: " + (f"{g.total:g}/{sum(parts.values()):g}" if g.status == "graded" else "NOT GRADED")
+            )
             bar.update()
     write_gradebook(graded, list(parts), out / "gradebook.csv")
     plot_scores(graded, parts, out / "scores.png", lab)
     failed = [g for g in graded if g.status == "not graded"]
     print(f"gradebook: {out / 'gradebook.csv'}; score distribution: {out / 'scores.png'}")
     for g in failed:
-        print(f"NOT GRADED {g.student}: {g.problem} (its log: {out / g.student / 'grading.log'}); "
-              "run grade-all again to retry it")
+        print(
+            f"NOT GRADED {g.student}: {g.problem} (its log: {out / g.student / 'grading.log'}); "
+            "run grade-all again to retry it"
+        )
     return graded

@@ -40,10 +40,11 @@ from .results import GradingResult
 # What the grading needs, whole folders: the grader and what students have (autograder.GRADER,
 # autograder.STUDENT); nothing of the staff's.
 PACKAGED = (*GRADER, *STUDENT, "pyproject.toml", "requirements/runtime.txt")
-IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*_pb2*.py", "*.egg-info",
-                                 "checkpoint*", "spark-warehouse")
+IGNORED = shutil.ignore_patterns(
+    "__pycache__", "*.pyc", ".ipynb_checkpoints", "*_pb2*.py", "*.egg-info", "checkpoint*", "spark-warehouse"
+)
 GRADESCOPE_ROOT = Path("/autograder")
-SAMPLE_S = 0.5     # how often run() samples the memory of the cluster and the grading
+SAMPLE_S = 0.5  # how often run() samples the memory of the cluster and the grading
 
 SETUP_SH = """\
 #!/usr/bin/env bash
@@ -107,7 +108,7 @@ def build(labs: list[str], out: Path) -> list[Path]:
 
 
 def package(lab: str, target: Path) -> Path:
-    secret = grading_secret().decode()   # made now if the course has none yet
+    secret = grading_secret().decode()  # made now if the course has none yet
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
         entry(z, "setup.sh", SETUP_SH, 0o755)
         entry(z, "run_autograder", RUN_AUTOGRADER.format(lab=lab), 0o755)
@@ -115,7 +116,7 @@ def package(lab: str, target: Path) -> Path:
             src = ROOT / name
             for path in walk(src):
                 z.write(path, f"course/{path.relative_to(ROOT)}")
-        entry(z, "course/.grading-secret", secret + "\n", 0o600)   # the grader's alone
+        entry(z, "course/.grading-secret", secret + "\n", 0o600)  # the grader's alone
     return target
 
 
@@ -140,13 +141,17 @@ def entry(z: zipfile.ZipFile, name: str, text: str, mode: int) -> None:
 # --- inside Gradescope -------------------------------------------------------------------------
 def find_notebook(lab: str, submission: Path) -> Path:
     """The submitted notebook: <lab>.ipynb anywhere in the upload, else its only notebook."""
-    notebooks = sorted(p for p in submission.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)   # grader-only: lists; read_submission reads
+    notebooks = sorted(
+        p for p in submission.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
+    )  # grader-only: lists; read_submission reads
     named = [p for p in notebooks if p.name == f"{lab}.ipynb"]
     if len(named) == 1 or len(notebooks) == 1:
         return (named or notebooks)[0]
     found = ", ".join(str(p.relative_to(submission)) for p in notebooks) or "no notebook at all"
-    raise StudentError(f"expected one notebook, {lab}.ipynb, in the upload; found {found}. "
-                       f"Upload {lab}.ipynb alone (JupyterLab: File > Download).")
+    raise StudentError(
+        f"expected one notebook, {lab}.ipynb, in the upload; found {found}. "
+        f"Upload {lab}.ipynb alone (JupyterLab: File > Download)."
+    )
 
 
 def student_of(metadata: Path) -> str:
@@ -201,14 +206,18 @@ def run(lab: str, root: Path = GRADESCOPE_ROOT) -> int:
         return 0
     student, cluster = student_of(root / "submission_metadata.json"), Cluster()
     with PeakMemory() as memory:
-        for attempt in (1, 2):   # an infrastructure failure is tried once more, on a restarted cluster (each sets result)
+        for attempt in (
+            1,
+            2,
+        ):  # an infrastructure failure is tried once more, on a restarted cluster (each sets result)
             if attempt > 1:
                 cluster.down()
             try:
                 cluster.up()
             except ClusterError as e:
-                result = GradingResult(lab=lab, notebook=notebook.name,
-                                       infrastructure_error=f"the cluster did not start: {e}")
+                result = GradingResult(
+                    lab=lab, notebook=notebook.name, infrastructure_error=f"the cluster did not start: {e}"
+                )
                 continue
             result = grade_notebook(lab, notebook, student=student)
             if not result.infrastructure_error:
@@ -229,4 +238,3 @@ def main(a) -> int:
     if len(a.labs) != 1:
         raise SystemExit("gradescope run grades one lab: python -m autograder gradescope run LAB [--root DIR]")
     return run(a.labs[0], Path(a.root))
-

@@ -42,27 +42,34 @@ from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
 from traitlets import default
 
-from selfcheck.errors import (CheckFailed, DemoName, MissingAnswer, NotPlainValue, NotWritten, RaisedInKernel,
-                              answer_name)
+from selfcheck.errors import (
+    CheckFailed,
+    DemoName,
+    MissingAnswer,
+    NotPlainValue,
+    NotWritten,
+    RaisedInKernel,
+    answer_name,
+)
 
 from .sandbox import Jail, Sandbox
 
-CELL_TIMEOUT_S = 60          # one cell
-TOTAL_TIMEOUT_S = 300        # the whole notebook
-KILL_GRACE_S = 5             # a cell still running this long after its interrupt is killed
-VALUE_TIMEOUT_S = 30         # one value read by a check
+CELL_TIMEOUT_S = 60  # one cell
+TOTAL_TIMEOUT_S = 300  # the whole notebook
+KILL_GRACE_S = 5  # a cell still running this long after its interrupt is killed
+VALUE_TIMEOUT_S = 30  # one value read by a check
 MAX_OUTPUT_BYTES = 1_000_000  # of messages per cell; the rest is dropped
 MAX_NOTEBOOK_OUTPUT_BYTES = 20_000_000  # of messages of the whole notebook (many cells, each under the cap)
 MAX_MESSAGE_BYTES = 16 * 2**20  # one part of a message from the kernel, at the socket
 MAX_RELAYED_BYTES = 24 * 2**20  # one whole message (all its parts), passed on by the relay
-RELAY_MEMORY_MB = 512           # the relay's own bound: a larger message ends the relay, not the grader
+RELAY_MEMORY_MB = 512  # the relay's own bound: a larger message ends the relay, not the grader
 MAX_VALUE_CHARS = 4_000_000  # the repr of one value a check reads
 # Parsing a literal takes a few hundred bytes per character at worst (a list of a million zeros
 # took the grader to 1 GB): a value longer than this is parsed in a child process of its own,
 # with PARSE_MEMORY_MB, and handed back in marshal's form.
 PARSE_HERE_CHARS = 200_000
 PARSE_MEMORY_MB = 2048
-DEMO_TAG = "demo"            # the course's observation-only cells: nothing graded depends on them
+DEMO_TAG = "demo"  # the course's observation-only cells: nothing graded depends on them
 
 
 def defined_in_demo(nb, name: str) -> bool:
@@ -76,21 +83,29 @@ def defined_in_demo(nb, name: str) -> bool:
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == name
-                    or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name
-                    or isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name):
+            if (
+                isinstance(node, ast.Name)
+                and isinstance(node.ctx, ast.Store)
+                and node.id == name
+                or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and node.name == name
+                or isinstance(node, ast.alias)
+                and (node.asname or node.name.split(".")[0]) == name
+            ):
                 return True
     return False
 
 
-_PARSE = ("import ast, marshal, resource, sys\n"
-          "limit = int(sys.argv[1]) * 2**20\n"
-          "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
-          "try:\n"
-          "    value = ast.literal_eval(ast.literal_eval(sys.stdin.read()))\n"
-          "except MemoryError:\n"
-          "    sys.exit(3)\n"
-          "sys.stdout.buffer.write(marshal.dumps(value))\n")
+_PARSE = (
+    "import ast, marshal, resource, sys\n"
+    "limit = int(sys.argv[1]) * 2**20\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+    "try:\n"
+    "    value = ast.literal_eval(ast.literal_eval(sys.stdin.read()))\n"
+    "except MemoryError:\n"
+    "    sys.exit(3)\n"
+    "sys.stdout.buffer.write(marshal.dumps(value))\n"
+)
 
 
 def parse_value(text: str):
@@ -100,13 +115,17 @@ def parse_value(text: str):
 
     if len(text) <= PARSE_HERE_CHARS:
         return ast.literal_eval(ast.literal_eval(text))
-    out = subprocess.run([sys.executable, "-I", "-S", "-c", _PARSE, str(PARSE_MEMORY_MB)], input=text.encode(),
-                         capture_output=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _PARSE, str(PARSE_MEMORY_MB)],
+        input=text.encode(),
+        capture_output=True,
+        timeout=120,
+    )
     if out.returncode == 3:
         raise MemoryError
     if out.returncode != 0:
         raise ValueError("not a literal")
-    return marshal.loads(out.stdout)      # written by our own child, from literals only
+    return marshal.loads(out.stdout)  # written by our own child, from literals only
 
 
 class CappedKernelClient(AsyncKernelClient):
@@ -130,8 +149,13 @@ class SandboxSpecs(KernelSpecManager):
         if self.sandbox is None:
             raise RuntimeError("SandboxSpecs.sandbox is not set: KernelSession sets it before the kernel starts")
         argv = self.sandbox.wrap([sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"])
-        return KernelSpec(argv=argv, display_name="Python 3 (grading sandbox)", language="python",
-                          interrupt_mode="message", resource_dir="")
+        return KernelSpec(
+            argv=argv,
+            display_name="Python 3 (grading sandbox)",
+            language="python",
+            interrupt_mode="message",
+            resource_dir="",
+        )
 
 
 class SandboxKernelManager(AsyncKernelManager):
@@ -140,8 +164,8 @@ class SandboxKernelManager(AsyncKernelManager):
 
     owner: int | None = None
 
-    relay: subprocess.Popen | None = None    # autograder/kernel_relay.py, between the kernel and us
-    relay_dir: str | None = None             # the relay's sockets and log: a folder of the grader's own
+    relay: subprocess.Popen | None = None  # autograder/kernel_relay.py, between the kernel and us
+    relay_dir: str | None = None  # the relay's sockets and log: a folder of the grader's own
 
     def write_connection_file(self, **kwargs) -> None:
         super().write_connection_file(**kwargs)
@@ -159,14 +183,27 @@ class SandboxKernelManager(AsyncKernelManager):
 
         self.relay_dir = relay_dir = tempfile.mkdtemp(prefix="grade-relay-")
         kernel_ip = self.ip
-        with open(os.path.join(relay_dir, "relay.log"), "wb") as log:   # grader-only: its own folder
+        with open(os.path.join(relay_dir, "relay.log"), "wb") as log:  # grader-only: its own folder
             self.relay = subprocess.Popen(
-                [sys.executable, "-m", "autograder.kernel_relay", kernel_ip, self.relay_ip(),
-                 *(str(getattr(self, f"{c}_port")) for c in CHANNELS), str(MAX_RELAYED_BYTES), str(RELAY_MEMORY_MB)],
-                cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "autograder.kernel_relay",
+                    kernel_ip,
+                    self.relay_ip(),
+                    *(str(getattr(self, f"{c}_port")) for c in CHANNELS),
+                    str(MAX_RELAYED_BYTES),
+                    str(RELAY_MEMORY_MB),
+                ],
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
+            )
 
     def relay_ip(self) -> str:
-        return os.path.join(self.relay_dir or "", "k")   # called once the relay's folder is made
+        return os.path.join(self.relay_dir or "", "k")  # called once the relay's folder is made
 
     def _make_url(self, channel: str) -> str:
         if self.relay_dir is None:
@@ -187,8 +224,8 @@ class SandboxKernelManager(AsyncKernelManager):
 class LimitedClient(NotebookClient):
     """nbclient, counting every message of a cell against MAX_OUTPUT_BYTES."""
 
-    truncated: set[int]          # cells whose output was cut (KernelSession sets both)
-    spent: dict[int, int]        # output bytes per cell
+    truncated: set[int]  # cells whose output was cut (KernelSession sets both)
+    spent: dict[int, int]  # output bytes per cell
 
     def process_message(self, msg, cell, cell_index):
         if msg.get("msg_type") not in ("status", "execute_input"):
@@ -205,10 +242,10 @@ class RunLog:
     """What happened while the notebook ran, in words for the student."""
 
     notes: list[str] = field(default_factory=list)
-    errors: dict[int, str] = field(default_factory=dict)    # cell index -> "NameError: ..."
+    errors: dict[int, str] = field(default_factory=dict)  # cell index -> "NameError: ..."
     dead_at: int | None = None
     killed_at: int | None = None
-    interrupted: set[int] = field(default_factory=set)    # cells the watchdog interrupted
+    interrupted: set[int] = field(default_factory=set)  # cells the watchdog interrupted
 
 
 @contextmanager
@@ -220,31 +257,49 @@ def errors_on_exit_ignored(cm):
             entered = True
             yield value
     except Exception:
-        if not entered:   # it did not even start: that is the grading's business
+        if not entered:  # it did not even start: that is the grading's business
             raise
 
 
 class KernelSession:
-    def __init__(self, nb, sandbox: Sandbox, env: dict[str, str], cell_timeout: float = CELL_TIMEOUT_S,
-                 total_timeout: float = TOTAL_TIMEOUT_S):
+    def __init__(
+        self,
+        nb,
+        sandbox: Sandbox,
+        env: dict[str, str],
+        cell_timeout: float = CELL_TIMEOUT_S,
+        total_timeout: float = TOTAL_TIMEOUT_S,
+    ):
         self.nb, self.workdir = nb, Path(sandbox.workdir)
         self.env, self.cell_timeout, self.total_timeout = env, cell_timeout, total_timeout
         specs = SandboxSpecs()
         specs.sandbox = sandbox
         # IPC sockets in the working folder instead of TCP ports: kernels started side by side
         # cannot race for the same port, and the sandbox sees them at the same path.
-        km = SandboxKernelManager(kernel_name="sandboxed", kernel_spec_manager=specs, transport="ipc",
-                                  ip=str(self.workdir / ".kernel"), connection_file=str(self.workdir / ".kernel.json"),
-                                  client_class="autograder.kernel.CappedKernelClient")
+        km = SandboxKernelManager(
+            kernel_name="sandboxed",
+            kernel_spec_manager=specs,
+            transport="ipc",
+            ip=str(self.workdir / ".kernel"),
+            connection_file=str(self.workdir / ".kernel.json"),
+            client_class="autograder.kernel.CappedKernelClient",
+        )
         km.owner = sandbox.user
         self.km, self.sandbox = km, sandbox
-        self.client = LimitedClient(nb, km=km, timeout=None, allow_errors=True, kernel_name="sandboxed",
-                                    resources={"metadata": {"path": str(self.workdir)}},
-                                    startup_timeout=60, iopub_timeout=10)
+        self.client = LimitedClient(
+            nb,
+            km=km,
+            timeout=None,
+            allow_errors=True,
+            kernel_name="sandboxed",
+            resources={"metadata": {"path": str(self.workdir)}},
+            startup_timeout=60,
+            iopub_timeout=10,
+        )
         self.client.truncated, self.client.spent = set(), {}
         self.log = RunLog()
         self.jail = Jail(None)
-        self._stack = ExitStack()   # what __exit__ undoes, filled by __enter__
+        self._stack = ExitStack()  # what __exit__ undoes, filled by __enter__
         self._paused = False
 
     # --- lifetime ------------------------------------------------------------------------
@@ -252,12 +307,13 @@ class KernelSession:
         # The kernel's own stdout and stderr (ZMQ and gRPC chatter) are not the student's output;
         # they go to a log, shown to staff if the kernel cannot start.
         self.stderr_log = self.workdir / ".kernel-stderr.log"
-        self._stack.callback(self.km.stop_relay)   # the last thing undone, after the kernel
+        self._stack.callback(self.km.stop_relay)  # the last thing undone, after the kernel
         try:
             with open(self.stderr_log, "wb") as err:
                 # nbclient's own clean-up of channels and files, on the way out
-                self._stack.enter_context(errors_on_exit_ignored(
-                    self.client.setup_kernel(env=self.env, stdout=err, stderr=err)))
+                self._stack.enter_context(
+                    errors_on_exit_ignored(self.client.setup_kernel(env=self.env, stdout=err, stderr=err))
+                )
         except RuntimeError as e:
             self._stack.close()
             tail = self.stderr_log.read_text(errors="replace")[-2000:]
@@ -276,7 +332,12 @@ class KernelSession:
 
     def alive(self) -> bool:
         relay = self.km.relay
-        return (relay is None or relay.poll() is None) and self.jail.alive() and self.log.dead_at is None and self.log.killed_at is None
+        return (
+            (relay is None or relay.poll() is None)
+            and self.jail.alive()
+            and self.log.dead_at is None
+            and self.log.killed_at is None
+        )
 
     # --- running ---------------------------------------------------------------------------
     def kc(self):
@@ -300,6 +361,7 @@ class KernelSession:
 
     def _watchdog(self, limit: float, index: int) -> list[threading.Timer]:
         """Interrupt the cell at its limit; kill the sandbox if the cell ignores that."""
+
         def interrupt():
             self.log.interrupted.add(index)
             self.jail.signal(signal.SIGINT)
@@ -332,8 +394,10 @@ class KernelSession:
                 break
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                self.log.notes.append(f"The notebook hit the total time limit of {self.total_timeout:.0f} s; "
-                                      f"cells from {index + 1} on were not run.")
+                self.log.notes.append(
+                    f"The notebook hit the total time limit of {self.total_timeout:.0f} s; "
+                    f"cells from {index + 1} on were not run."
+                )
                 break
             limit = max(1.0, min(self.cell_timeout, remaining))
             timers = self._watchdog(limit, index)
@@ -344,11 +408,14 @@ class KernelSession:
                     self.log.notes.append(
                         f"Cell {index + 1} ran longer than {limit:.0f} s, ignored the interrupt and was killed "
                         "with the kernel; the cells after it were not run (an infinite loop that catches "
-                        "KeyboardInterrupt or ignores SIGINT?).")
+                        "KeyboardInterrupt or ignores SIGINT?)."
+                    )
                 else:
                     self.log.dead_at = index
-                    self.log.notes.append(f"The kernel died while running cell {index + 1} (os._exit, a crash or "
-                                          "running out of memory); the cells after it were not run.")
+                    self.log.notes.append(
+                        f"The kernel died while running cell {index + 1} (os._exit, a crash or "
+                        "running out of memory); the cells after it were not run."
+                    )
                 break
             except Exception as e:  # nbclient's own trouble with a cell: note it and go on
                 self.log.errors[index] = f"{type(e).__name__}: {e}"[:300]
@@ -360,11 +427,15 @@ class KernelSession:
             if err is not None:
                 self.log.errors[index] = f"{err.get('ename')}: {err.get('evalue')}"[:300]
             if index in self.log.interrupted:
-                self.log.notes.append(f"Cell {index + 1} ran longer than {limit:.0f} s and was interrupted "
-                                      "(probably an infinite loop, a poll loop with no timeout, or a long sleep).")
+                self.log.notes.append(
+                    f"Cell {index + 1} ran longer than {limit:.0f} s and was interrupted "
+                    "(probably an infinite loop, a poll loop with no timeout, or a long sleep)."
+                )
             if index in self.client.truncated:
-                self.log.notes.append(f"Cell {index + 1} sent more than {MAX_OUTPUT_BYTES:,} bytes of output (or the "
-                                      f"notebook more than {MAX_NOTEBOOK_OUTPUT_BYTES:,}); the rest was dropped.")
+                self.log.notes.append(
+                    f"Cell {index + 1} sent more than {MAX_OUTPUT_BYTES:,} bytes of output (or the "
+                    f"notebook more than {MAX_NOTEBOOK_OUTPUT_BYTES:,}); the rest was dropped."
+                )
         return self.log
 
     # --- checks -------------------------------------------------------------------------------
@@ -374,9 +445,11 @@ class KernelSession:
         check): threads or children it left running cannot act meanwhile."""
         if not self.jail.freeze():
             self.log.killed_at = self.log.killed_at if self.log.killed_at is not None else -1
-            self.log.notes.append("The notebook's processes kept resuming each other and could not be paused for a "
-                                  "check; they were killed, and the checks after it could not read the notebook. "
-                                  f"(Still running: {', '.join(self.jail.unfrozen) or 'none known'}.)")
+            self.log.notes.append(
+                "The notebook's processes kept resuming each other and could not be paused for a "
+                "check; they were killed, and the checks after it could not read the notebook. "
+                f"(Still running: {', '.join(self.jail.unfrozen) or 'none known'}.)"
+            )
             self.jail.kill()
         self._paused = True
         try:
@@ -391,15 +464,20 @@ class KernelSession:
         if not self.alive():
             at = self.log.dead_at if self.log.dead_at is not None else self.log.killed_at
             where = f" at cell {at + 1}" if at is not None and at >= 0 else ""
-            raise CheckFailed(f"the notebook's kernel died or was killed{where}, so `{expr}` could not be read",
-                              hint="Run your notebook from the top and make sure it finishes without os._exit, a "
-                                   "crash or a cell that never ends.")
-        if self._paused:   # only the kernel itself answers; what it started stays stopped
+            raise CheckFailed(
+                f"the notebook's kernel died or was killed{where}, so `{expr}` could not be read",
+                hint="Run your notebook from the top and make sure it finishes without os._exit, a "
+                "crash or a cell that never ends.",
+            )
+        if self._paused:  # only the kernel itself answers; what it started stays stopped
             self.jail.thaw(main_only=True)
         try:
-            msg_id = self.kc().execute("", silent=True, store_history=False,
-                                            user_expressions={"v": f"__import__('selfcheck.plain', fromlist=['_'])"
-                                                                   f".plain_repr({expr})"})
+            msg_id = self.kc().execute(
+                "",
+                silent=True,
+                store_history=False,
+                user_expressions={"v": f"__import__('selfcheck.plain', fromlist=['_']).plain_repr({expr})"},
+            )
             reply = self._reply(msg_id, timeout)
             if reply is None:
                 self.jail.signal(signal.SIGINT)
@@ -407,8 +485,10 @@ class KernelSession:
             if self._paused:
                 self.jail.freeze()
         if reply is None:
-            raise CheckFailed(f"`{expr}` did not return within {timeout:.0f} s",
-                              hint="Your code may be waiting forever (a loop, or a consumer with no timeout).")
+            raise CheckFailed(
+                f"`{expr}` did not return within {timeout:.0f} s",
+                hint="Your code may be waiting forever (a loop, or a consumer with no timeout).",
+            )
         result = reply["content"].get("user_expressions", {}).get("v", {})
         if result.get("status") != "ok":
             name, err = str(result.get("ename", "Error"))[:100], str(result.get("evalue", ""))[:500]
@@ -422,16 +502,21 @@ class KernelSession:
             raise RaisedInKernel(expr, name, err)
         text = str(result.get("data", {}).get("text/plain", ""))
         if len(text) > MAX_VALUE_CHARS:
-            raise CheckFailed(f"`{expr}` is too large to check ({len(text):,} characters; at most "
-                              f"{MAX_VALUE_CHARS:,})", hint="Keep only what the question asks for.")
+            raise CheckFailed(
+                f"`{expr}` is too large to check ({len(text):,} characters; at most {MAX_VALUE_CHARS:,})",
+                hint="Keep only what the question asks for.",
+            )
         try:
             found = parse_value(text)
         except MemoryError:
-            raise CheckFailed(f"`{expr}` is too large to check (it holds too many items)",
-                              hint="Keep only what the question asks for.") from None
-        except Exception:   # not a literal, or nested too deep for the parser
-            raise CheckFailed(f"`{expr}` is not a plain value (number, string, bytes, list, dict ...)",
-                              found=text[:200]) from None
+            raise CheckFailed(
+                f"`{expr}` is too large to check (it holds too many items)",
+                hint="Keep only what the question asks for.",
+            ) from None
+        except Exception:  # not a literal, or nested too deep for the parser
+            raise CheckFailed(
+                f"`{expr}` is not a plain value (number, string, bytes, list, dict ...)", found=text[:200]
+            ) from None
         if not (isinstance(found, tuple) and len(found) == 2 and found[0] in ("ok", "not plain")):
             raise CheckFailed(f"`{expr}` could not be read", found=text[:200])
         if found[0] == "not plain":

@@ -23,7 +23,7 @@ import sys
 import time
 
 CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
-MAX_PART_BYTES = 16 * 2**20      # as the client's own cap (kernel.MAX_MESSAGE_BYTES)
+MAX_PART_BYTES = 16 * 2**20  # as the client's own cap (kernel.MAX_MESSAGE_BYTES)
 
 
 def endpoint(ip: str, port: int) -> str:
@@ -44,10 +44,10 @@ def main(argv: list[str]) -> int:
     ctx.setsockopt(zmq.MAXMSGSIZE, MAX_PART_BYTES)
     fronts, backs = {}, {}
     for name, port in ports.items():
-        if name == "iopub":     # the kernel publishes; the client subscribes to the relay
+        if name == "iopub":  # the kernel publishes; the client subscribes to the relay
             front, back = ctx.socket(zmq.PUB), ctx.socket(zmq.SUB)
             back.setsockopt(zmq.SUBSCRIBE, b"")
-        else:                   # requests from the client, replies (and stdin's requests) from the kernel
+        else:  # requests from the client, replies (and stdin's requests) from the kernel
             front, back = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
         for s in (front, back):
             s.setsockopt(zmq.LINGER, 0)
@@ -64,15 +64,18 @@ def main(argv: list[str]) -> int:
         for sock, _ in poller.poll(500):
             side, name = by_socket[sock]
             parts = sock.recv_multipart(copy=False)
-            if side == "front":            # the grader's own requests go through as they are
+            if side == "front":  # the grader's own requests go through as they are
                 if name != "iopub":
                     client_id[name] = parts[0].bytes
                     backs[name].send_multipart(parts[1:], copy=False)
                 continue
             if sum(len(p.buffer) for p in parts) > max_bytes:
                 dropped += 1
-                print(f"dropped a {name} message of {sum(len(p.buffer) for p in parts):,} bytes", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"dropped a {name} message of {sum(len(p.buffer) for p in parts):,} bytes",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 continue
             if name == "iopub":
                 fronts[name].send_multipart(parts, copy=False)
@@ -80,7 +83,7 @@ def main(argv: list[str]) -> int:
                 fronts[name].send_multipart([client_id[name], *parts], copy=False)
         if time.monotonic() - checked > 1:
             checked = time.monotonic()
-            if os.getppid() != parent:     # the grader is gone
+            if os.getppid() != parent:  # the grader is gone
                 return 0
 
 

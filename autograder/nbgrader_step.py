@@ -43,8 +43,9 @@ class KeepCourseCopy(Preprocessor):
         source = nbformat.read(source_notebook(lab), as_version=4)
         for gid, cells in drop_copies(source, nb).items():
             if len(cells) > 1:
-                self.log.warning("%s: the cell %s appears %d times; only the course's own copy counts",
-                                 lab, gid, len(cells))
+                self.log.warning(
+                    "%s: the cell %s appears %d times; only the course's own copy counts", lab, gid, len(cells)
+                )
         return nb, resources
 
 
@@ -52,8 +53,11 @@ class GradeInSandbox(Preprocessor):
     # nbconvert's preprocessors are off unless enabled: off, nbgrader would find no errors in
     # the (unrun) test cells and give full marks to every submission.
     enabled = Bool(True).tag(config=True)
-    sandbox = Bool(True, help="Run the student's code in the bubblewrap sandbox (Linux). False is "
-                              "--no-sandbox: every result then says what is not guaranteed.").tag(config=True)
+    sandbox = Bool(
+        True,
+        help="Run the student's code in the bubblewrap sandbox (Linux). False is "
+        "--no-sandbox: every result then says what is not guaranteed.",
+    ).tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict):
         info = resources.get("nbgrader", {})
@@ -68,7 +72,7 @@ class GradeInSandbox(Preprocessor):
             for cell, ran in zip(nb.cells, graded.cells):
                 if cell.cell_type == "code" and ran.cell_type == "code":
                     cell.outputs = ran.get("outputs", [])
-            nb.cells.extend(graded.cells[len(nb.cells):])   # test cells the student deleted, put back
+            nb.cells.extend(graded.cells[len(nb.cells) :])  # test cells the student deleted, put back
         by_label = {c.label: c for c in result.checks}
         first = True
         for cell in nb.cells:
@@ -78,14 +82,23 @@ class GradeInSandbox(Preprocessor):
             check = by_label.pop(label)
             cell.outputs = []
             if first and result.notes:
-                cell.outputs.append(NotebookNode(output_type="stream", name="stdout",
-                                                 text="".join(f"note: {n}\n" for n in result.notes)))
+                cell.outputs.append(
+                    NotebookNode(
+                        output_type="stream", name="stdout", text="".join(f"note: {n}\n" for n in result.notes)
+                    )
+                )
                 first = False
             if check.passed:
                 cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=check.message + "\n"))
             else:
-                cell.outputs.append(NotebookNode(output_type="error", ename="CheckFailed", evalue=check.message,
-                                                 traceback=[f"{label} failed", *check.message.splitlines()]))
+                cell.outputs.append(
+                    NotebookNode(
+                        output_type="error",
+                        ename="CheckFailed",
+                        evalue=check.message,
+                        traceback=[f"{label} failed", *check.message.splitlines()],
+                    )
+                )
         return nb, resources
 
 
@@ -117,12 +130,60 @@ class SanitizeMarkup(Preprocessor):
 HTML_TAG = re.compile(r"<[A-Za-z!/?]")
 # What a student's markup may keep: text formatting, lists, links, images, code and tables
 # (pandas' HTML included); never scripts, styles, frames, forms or event handlers.
-SAFE_TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
-             "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "small",
-             "span", "strong", "sub", "summary", "sup", "table", "caption", "thead", "tbody", "tfoot", "tr", "th",
-             "td", "u", "ul"}
-SAFE_ATTRIBUTES = {"*": {"class", "title"}, "a": {"href"}, "img": {"src", "alt", "width", "height"},
-                   "th": {"colspan", "rowspan"}, "td": {"colspan", "rowspan"}, "table": {"border"}}
+SAFE_TAGS = {
+    "a",
+    "abbr",
+    "b",
+    "blockquote",
+    "br",
+    "code",
+    "dd",
+    "del",
+    "details",
+    "div",
+    "dl",
+    "dt",
+    "em",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "i",
+    "img",
+    "kbd",
+    "li",
+    "ol",
+    "p",
+    "pre",
+    "s",
+    "small",
+    "span",
+    "strong",
+    "sub",
+    "summary",
+    "sup",
+    "table",
+    "caption",
+    "thead",
+    "tbody",
+    "tfoot",
+    "tr",
+    "th",
+    "td",
+    "u",
+    "ul",
+}
+SAFE_ATTRIBUTES = {
+    "*": {"class", "title"},
+    "a": {"href"},
+    "img": {"src", "alt", "width", "height"},
+    "th": {"colspan", "rowspan"},
+    "td": {"colspan", "rowspan"},
+    "table": {"border"},
+}
 
 
 def clean_html(text: str) -> str:
@@ -130,9 +191,14 @@ def clean_html(text: str) -> str:
     kept; scripts and styles removed whole); links only to http(s), mailto and inline images, no
     javascript: URLs. By nh3 (Rust's Ammonia, maintained; bleach, which did this before, no
     longer is)."""
-    return nh3.clean(text, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES,
-                     url_schemes={"http", "https", "mailto", "data"}, link_rel=None,
-                     attribute_filter=_inline_images_only)
+    return nh3.clean(
+        text,
+        tags=SAFE_TAGS,
+        attributes=SAFE_ATTRIBUTES,
+        url_schemes={"http", "https", "mailto", "data"},
+        link_rel=None,
+        attribute_filter=_inline_images_only,
+    )
 
 
 def _inline_images_only(tag: str, attribute: str, value: str) -> str | None:

@@ -31,8 +31,7 @@ import nbformat
 
 from cluster import accounts
 from cluster.accounts import Account
-from cluster.clients import (admin_client, admin_connection, anything_listens, bootstrap_servers, group_ids,
-                             in_namespace)
+from cluster.clients import admin_client, admin_connection, anything_listens, bootstrap_servers, group_ids, in_namespace
 from cluster.process import listening_ports
 from cluster.safe_files import RefusedPath, read_bytes
 from cluster.settings import ROOT, env, env_path, jars_cache
@@ -42,8 +41,19 @@ from selfcheck.checks import CheckFailed, Context, checks_for, policy, run_clean
 from .cluster_watch import ClusterWatch
 from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
 from .results import CheckResult, GradingResult
-from .sandbox import (NOT_GUARANTEED, Cgroups, Limits, Sandbox, bounds_off, exposed, give, method, new_uid,
-                      readable_by_all, sweep)
+from .sandbox import (
+    NOT_GUARANTEED,
+    Cgroups,
+    Limits,
+    Sandbox,
+    bounds_off,
+    exposed,
+    give,
+    method,
+    new_uid,
+    readable_by_all,
+    sweep,
+)
 
 logger = logging.getLogger(__name__)
 SOLUTIONS, RELEASE = ROOT / "solutions", ROOT / "labs"
@@ -78,8 +88,9 @@ def source_notebook(lab: str) -> Path:
 
 def course_labs() -> list[str]:
     """The course's labs, in order: every solutions/<lab>/<lab>.ipynb (the one list of them)."""
-    return sorted((p.name for p in sources().iterdir() if (p / f"{p.name}.ipynb").exists()),
-                  key=lambda name: (len(name), name))   # lab10 after lab9
+    return sorted(
+        (p.name for p in sources().iterdir() if (p / f"{p.name}.ipynb").exists()), key=lambda name: (len(name), name)
+    )  # lab10 after lab9
 
 
 def grading_secret() -> bytes:
@@ -94,7 +105,7 @@ def grading_secret() -> bytes:
         try:
             os.link(draft, SECRET_FILE)
         except FileExistsError:
-            pass   # another grading made it first: that one counts
+            pass  # another grading made it first: that one counts
         finally:
             draft.unlink()
     return SECRET_FILE.read_text().strip().encode()
@@ -114,21 +125,21 @@ class Job:
     sandbox: bool = True
     cell_timeout: float = CELL_TIMEOUT_S
     total_timeout: float = TOTAL_TIMEOUT_S
-    bootstrap: str = ""                 # where the student's code connects
-    admin: dict = field(default_factory=dict)   # how the grader connects: the course's admin
+    bootstrap: str = ""  # where the student's code connects
+    admin: dict = field(default_factory=dict)  # how the grader connects: the course's admin
     namespace: str = ""
-    account: Account | None = None      # the grading's own Kafka user, allowed only the namespace
-    parts: dict[str, float] = field(default_factory=dict)   # label -> points, from the source notebook
+    account: Account | None = None  # the grading's own Kafka user, allowed only the namespace
+    parts: dict[str, float] = field(default_factory=dict)  # label -> points, from the source notebook
     source: nbformat.NotebookNode | None = None
     submission: nbformat.NotebookNode | None = None
     workdir: Path | None = None
-    logdir: Path | None = None          # the grader's own: scripts' logs, out of the sandbox's reach
-    private_dir: Path | None = None     # the grader's own, for checks' files (Context.private_dir)
+    logdir: Path | None = None  # the grader's own: scripts' logs, out of the sandbox's reach
+    private_dir: Path | None = None  # the grader's own, for checks' files (Context.private_dir)
     release_files: tuple[Path, ...] = ()
-    result: GradingResult = field(init=False)   # made from the above; every step adds to it
-    watch: ClusterWatch | None = None   # notices a broker going down while the submission is graded
-    own: Any = None                     # lab 7: the grading's own three-broker cluster (cluster.own)
-    uid: int | None = None              # the user method's uid for this grading (None: bwrap; see sandbox.method())
+    result: GradingResult = field(init=False)  # made from the above; every step adds to it
+    watch: ClusterWatch | None = None  # notices a broker going down while the submission is graded
+    own: Any = None  # lab 7: the grading's own three-broker cluster (cluster.own)
+    uid: int | None = None  # the user method's uid for this grading (None: bwrap; see sandbox.method())
 
     def __post_init__(self) -> None:
         self.result = GradingResult(lab=self.lab, notebook=str(self.notebook), seed=self.seed)
@@ -146,8 +157,11 @@ def made(value: T | None, what: str) -> T:
 
 def graded_parts(nb) -> dict[str, float]:
     """label -> points of every autograded test cell of an nbgrader notebook."""
-    return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"].get("points", 0))
-            for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    return {
+        c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"].get("points", 0))
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade")
+    }
 
 
 def test_label(cell) -> str | None:
@@ -164,8 +178,10 @@ def find_lab(job: Job) -> None:
     job.parts = graded_parts(job.source)
     checks = checks_for(job.lab)
     if set(checks) != set(job.parts):
-        raise InfrastructureError(f"{job.lab}: the notebook's graded cells {sorted(job.parts)} and the "
-                                  f"registered checks {sorted(checks)} differ")
+        raise InfrastructureError(
+            f"{job.lab}: the notebook's graded cells {sorted(job.parts)} and the "
+            f"registered checks {sorted(checks)} differ"
+        )
     job.result.checks = [CheckResult(label, points) for label, points in job.parts.items()]
 
 
@@ -175,20 +191,24 @@ def check_sandbox(job: Job) -> None:
         return
     kind, why = method()
     if kind is None:
-        raise InfrastructureError(f"student code cannot be sandboxed here: {why} To grade anyway, without the "
-                                  "sandbox's guarantees, pass --no-sandbox.")
+        raise InfrastructureError(
+            f"student code cannot be sandboxed here: {why} To grade anyway, without the "
+            "sandbox's guarantees, pass --no-sandbox."
+        )
     if kind == "user":
         readable = exposed(env_path("COURSE_CLUSTER_HOME"))
         if readable:
             raise InfrastructureError(
                 f"bubblewrap cannot be used here ({why}), and under the other sandbox, a user of its own, "
                 f"student code could read {', '.join(map(str, readable))}. Make them private (chmod o-rwx), or "
-                "grade with the Gradescope package (python -m autograder gradescope build), which has none of them.")
+                "grade with the Gradescope package (python -m autograder gradescope build), which has none of them."
+            )
         if jars_cache().exists() and not readable_by_all(jars_cache()):
             raise InfrastructureError(
                 f"student code runs as a user of its own here ({why}), who cannot read the jars in {jars_cache()} "
                 "(a folder on the way is private). Set COURSE_JARS_CACHE to a folder all users can read and run "
-                "`python -m cluster jars` (the Gradescope package does).")
+                "`python -m cluster jars` (the Gradescope package does)."
+            )
         job.uid = new_uid()
         job.result.staff.append(f"sandbox: an unprivileged user, uid {job.uid} (bubblewrap: {why})")
 
@@ -199,52 +219,65 @@ def check_cluster(job: Job) -> None:
     except ValueError as e:
         raise InfrastructureError(str(e)) from None
     if not anything_listens(job.admin["bootstrap_servers"]):
-        raise InfrastructureError(f"the Kafka cluster at {job.admin['bootstrap_servers']} does not answer (nothing "
-                                  "listens there). Start it with `python -m cluster up`.")
+        raise InfrastructureError(
+            f"the Kafka cluster at {job.admin['bootstrap_servers']} does not answer (nothing "
+            "listens there). Start it with `python -m cluster up`."
+        )
     # The brokers' processes first: one killed just now is still listed by the controller, and a
     # client may be refused by it before that; either way this names the broker.
     watch = ClusterWatch(job.admin).start()
     if watch.problem:
         watch.stop()
-        raise InfrastructureError(f"{watch.problem}; see `python -m cluster status`, and grade it again "
-                                  "once `python -m cluster up` says the cluster works.")
+        raise InfrastructureError(
+            f"{watch.problem}; see `python -m cluster status`, and grade it again "
+            "once `python -m cluster up` says the cluster works."
+        )
     job.watch = watch
     try:
         with admin_client("grader", job.admin, request_timeout_ms=CLUSTER_TIMEOUT_S * 1000) as admin:
             brokers = [b for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")]
     except Exception as e:
-        raise InfrastructureError(f"the Kafka cluster at {job.bootstrap} does not answer ({type(e).__name__}: {e}). "
-                                  "Start it with `python -m cluster up`.") from None
+        raise InfrastructureError(
+            f"the Kafka cluster at {job.bootstrap} does not answer ({type(e).__name__}: {e}). "
+            "Start it with `python -m cluster up`."
+        ) from None
     if len(brokers) < 3:
-        raise InfrastructureError(f"only {len(brokers)} of 3 brokers are up at {job.bootstrap}; "
-                                  "see `python -m cluster status`.")
+        raise InfrastructureError(
+            f"only {len(brokers)} of 3 brokers are up at {job.bootstrap}; see `python -m cluster status`."
+        )
 
 
 def read_submission(job: Job) -> None:
     """The submission, bounded before it is parsed: a notebook over MAX_NOTEBOOK_BYTES (or a link,
     a pipe) is refused with an ordinary result, not read into the grader's memory."""
-    if job.submission is not None:   # given in memory (nbgrader's preprocessor): the same bound, on its text
+    if job.submission is not None:  # given in memory (nbgrader's preprocessor): the same bound, on its text
         if len(nbformat.writes(job.submission).encode()) > MAX_NOTEBOOK_BYTES:
             job.submission = None
-            raise StudentError(f"the notebook was not graded: it is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB "
-                               "(a lab's is well under that): clear large outputs (Edit > Clear All Outputs), save, "
-                               "and submit it again.")
+            raise StudentError(
+                f"the notebook was not graded: it is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB "
+                "(a lab's is well under that): clear large outputs (Edit > Clear All Outputs), save, "
+                "and submit it again."
+            )
         return
     path = job.notebook.absolute()
     try:
         data = read_bytes(path.parent, path.name, MAX_NOTEBOOK_BYTES)
     except RefusedPath as e:
-        raise StudentError(f"{job.notebook.name} was not read: it {e.why}. A lab's notebook is well under "
-                           f"{MAX_NOTEBOOK_BYTES // 2**20} MB: clear large outputs (Edit > Clear All Outputs), "
-                           "save, and submit it again (the file itself, not a link).") from None
+        raise StudentError(
+            f"{job.notebook.name} was not read: it {e.why}. A lab's notebook is well under "
+            f"{MAX_NOTEBOOK_BYTES // 2**20} MB: clear large outputs (Edit > Clear All Outputs), "
+            "save, and submit it again (the file itself, not a link)."
+        ) from None
     if data is None:
         raise InfrastructureError(f"the notebook {job.notebook} does not exist")
     try:
         job.submission = nbformat.reads(data.decode(), as_version=4)
         nbformat.validate(job.submission)
     except Exception as e:
-        raise StudentError(f"{job.notebook.name} is not a readable Jupyter notebook ({type(e).__name__}: {e}). "
-                           "Download it again from JupyterLab (File > Download) and resubmit.") from None
+        raise StudentError(
+            f"{job.notebook.name} is not a readable Jupyter notebook ({type(e).__name__}: {e}). "
+            "Download it again from JupyterLab (File > Download) and resubmit."
+        ) from None
 
 
 def restore_tests(job: Job) -> None:
@@ -273,15 +306,19 @@ def restore_tests(job: Job) -> None:
             keep.setdefault("outputs", [])
             keep.setdefault("execution_count", None)
         if len(cells) > 1:
-            job.result.notes.append(f"The cell {gid} appears {len(cells)} times; only the course's own copy "
-                                    "counted, the others were not run.")
+            job.result.notes.append(
+                f"The cell {gid} appears {len(cells)} times; only the course's own copy "
+                "counted, the others were not run."
+            )
     if edited:
         job.result.notes.append(f"The course's cells {sorted(edited)} were edited; the course's versions were used.")
     missing = [c for c in source.cells if test_label(c) and test_label(c) not in copies]
-    if missing:   # put back at the end, where they check the kernel as the notebook left it
+    if missing:  # put back at the end, where they check the kernel as the notebook left it
         submission.cells.extend(copy.deepcopy(missing))
-        job.result.notes.append(f"Test cells {[test_label(c) for c in missing]} were missing from the notebook; "
-                                "they were put back at the end.")
+        job.result.notes.append(
+            f"Test cells {[test_label(c) for c in missing]} were missing from the notebook; "
+            "they were put back at the end."
+        )
 
 
 def drop_copies(source, submission) -> dict[str, list]:
@@ -340,9 +377,9 @@ def make_workdir(job: Job) -> None:
     # sandbox's user may pass through (the user method) but not make or list anything here.
     job.private_dir = Path(tempfile.mkdtemp(prefix=f"grade-{job.lab}-private-"))
     job.private_dir.chmod(0o711)
-    job.release_files = tuple(copy_release(job.lab, job.workdir))   # read-only inside the sandbox
+    job.release_files = tuple(copy_release(job.lab, job.workdir))  # read-only inside the sandbox
     for sub in (".home", ".tmp"):
-        (job.workdir / sub).mkdir()   # grader-only: a fresh folder, before any student code ran
+        (job.workdir / sub).mkdir()  # grader-only: a fresh folder, before any student code ran
     if job.uid is not None:
         give(job.workdir, job.uid)
 
@@ -373,22 +410,38 @@ def kernel_env(job: Job) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     workdir, account = made(job.workdir, "working folder"), made(job.account, "Kafka user")
     home = workdir / ".home"
-    env.update(PATH=f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", VIRTUAL_ENV=str(Path(venv_bin).parent),
-               # the course's own packages (cluster, the self-checks) from the course folder being
-               # graded, whatever the environment's install points at (on a hub, the student kit's)
-               PYTHONPATH=str(ROOT),
-               LAB_NAMESPACE=job.namespace, KAFKA_BOOTSTRAP_SERVERS=job.bootstrap,
-               KAFKA_USERNAME=account.username, KAFKA_PASSWORD=account.password,
-               HOME=str(home), TMPDIR=str(workdir / ".tmp"), USER="student",
-               MPLCONFIGDIR=str(home), MPLBACKEND="agg", PYTHONDONTWRITEBYTECODE="1", GRPC_VERBOSITY="ERROR",
-               COURSE_SPARK_UI="off",   # no web UI: other gradings' code shares the network
-               PYTHONHASHSEED="0",  # a submission that (wrongly) uses hash() gets the same score every time
-               IPYTHONDIR=str(home / ".ipython"), JUPYTER_PLATFORM_DIRS="1")
-    if job.own is not None:   # where the grading's own cluster is, and the grading user's login on it
+    env.update(
+        PATH=f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+        VIRTUAL_ENV=str(Path(venv_bin).parent),
+        # the course's own packages (cluster, the self-checks) from the course folder being
+        # graded, whatever the environment's install points at (on a hub, the student kit's)
+        PYTHONPATH=str(ROOT),
+        LAB_NAMESPACE=job.namespace,
+        KAFKA_BOOTSTRAP_SERVERS=job.bootstrap,
+        KAFKA_USERNAME=account.username,
+        KAFKA_PASSWORD=account.password,
+        HOME=str(home),
+        TMPDIR=str(workdir / ".tmp"),
+        USER="student",
+        MPLCONFIGDIR=str(home),
+        MPLBACKEND="agg",
+        PYTHONDONTWRITEBYTECODE="1",
+        GRPC_VERBOSITY="ERROR",
+        COURSE_SPARK_UI="off",  # no web UI: other gradings' code shares the network
+        PYTHONHASHSEED="0",  # a submission that (wrongly) uses hash() gets the same score every time
+        IPYTHONDIR=str(home / ".ipython"),
+        JUPYTER_PLATFORM_DIRS="1",
+    )
+    if job.own is not None:  # where the grading's own cluster is, and the grading user's login on it
         from cluster import own
 
-        env[own.ENV] = json.dumps({"bootstrap_servers": job.own.bootstrap_servers,
-                                   "username": job.own.account.username, "password": job.own.account.password})
+        env[own.ENV] = json.dumps(
+            {
+                "bootstrap_servers": job.own.bootstrap_servers,
+                "username": job.own.account.username,
+                "password": job.own.account.password,
+            }
+        )
     return env
 
 
@@ -405,20 +458,34 @@ def run_notebook_and_checks(job: Job) -> None:
     cgroups = Cgroups(job.namespace, limits, parent=env("COURSE_CGROUP_PARENT")) if job.sandbox else None
     if cgroups and (off := bounds_off(cgroups)):
         job.result.staff.append(off)
-    sandbox = Sandbox(workdir, readonly=job.release_files, limits=limits, enabled=job.sandbox, cgroups=cgroups,
-                      uid=job.uid)
-    kernel_vars = kernel_env(job)   # the kernel's, and the student's scripts' that checks run
+    sandbox = Sandbox(
+        workdir, readonly=job.release_files, limits=limits, enabled=job.sandbox, cgroups=cgroups, uid=job.uid
+    )
+    kernel_vars = kernel_env(job)  # the kernel's, and the student's scripts' that checks run
 
     def run_one(session: KernelSession, label: str) -> None:
         if label in done or label not in by_label:
             return
         done.add(label)
         res = by_label[label]
-        ctx = Context(job.lab, label, session, job.namespace, job.admin, job.seed, workdir=workdir,
-                      scratch=scratch, cleanup=cleanup, sandbox=sandbox, env=kernel_vars, logdir=job.logdir,
-                      private_dir=job.private_dir,
-                      student_user=account.username, own=job.own,
-                      kernel_ports=lambda: listening_ports(session.jail.processes()))
+        ctx = Context(
+            job.lab,
+            label,
+            session,
+            job.namespace,
+            job.admin,
+            job.seed,
+            workdir=workdir,
+            scratch=scratch,
+            cleanup=cleanup,
+            sandbox=sandbox,
+            env=kernel_vars,
+            logdir=job.logdir,
+            private_dir=job.private_dir,
+            student_user=account.username,
+            own=job.own,
+            kernel_ports=lambda: listening_ports(session.jail.processes()),
+        )
         start = time.monotonic()
         try:
             with session.paused() if checks[label].pause_kernel else contextlib.nullcontext():
@@ -453,8 +520,9 @@ def run_notebook_and_checks(job: Job) -> None:
     job.result.notes.extend(log.notes)
     if log.errors:
         first = min(log.errors)
-        job.result.notes.append(f"{len(log.errors)} cell(s) raised an error; the first was cell {first + 1}: "
-                                f"{log.errors[first]}")
+        job.result.notes.append(
+            f"{len(log.errors)} cell(s) raised an error; the first was cell {first + 1}: {log.errors[first]}"
+        )
 
 
 def bounded(text: str, limit: int = 3000) -> str:
@@ -465,7 +533,7 @@ def bounded(text: str, limit: int = 3000) -> str:
 def clean_up(job: Job) -> None:
     """Delete the grading's Kafka user (first: nothing it left running can act after this),
     the namespace's topics and groups, the grading's own cluster, and the working folder."""
-    if job.uid is not None:   # the user method: whatever of the grading's user still runs
+    if job.uid is not None:  # the user method: whatever of the grading's user still runs
         leftovers = sweep(job.uid)
         if leftovers:
             job.result.staff.append(f"{leftovers} process(es) of the grading's user outlived its sandboxes; killed")
@@ -515,8 +583,17 @@ def namespace_groups(admin, namespace: str) -> list[str]:
     return [g for g in group_ids(admin) if in_namespace(namespace, g)]
 
 
-STEPS = (find_lab, check_sandbox, check_cluster, read_submission, restore_tests, make_namespace, make_workdir,
-         start_own_cluster, run_notebook_and_checks)
+STEPS = (
+    find_lab,
+    check_sandbox,
+    check_cluster,
+    read_submission,
+    restore_tests,
+    make_namespace,
+    make_workdir,
+    start_own_cluster,
+    run_notebook_and_checks,
+)
 LIMITS = Limits()
 
 
@@ -526,17 +603,24 @@ def sandbox_limits(lab: str) -> Limits:
     return replace(LIMITS, processes=policy(lab).sandbox_processes or LIMITS.processes)
 
 
-def grade_notebook(lab: str, notebook: Path | nbformat.NotebookNode, seed: int | None = None, student: str = "",
-                   cell_timeout: float = CELL_TIMEOUT_S, total_timeout: float = TOTAL_TIMEOUT_S,
-                   sandbox: bool = True) -> GradingResult:
+def grade_notebook(
+    lab: str,
+    notebook: Path | nbformat.NotebookNode,
+    seed: int | None = None,
+    student: str = "",
+    cell_timeout: float = CELL_TIMEOUT_S,
+    total_timeout: float = TOTAL_TIMEOUT_S,
+    sandbox: bool = True,
+) -> GradingResult:
     """Grade one submission (a path, or a notebook already read). Always returns a result;
     never raises for a bad submission. The seed is the course's secret one for (lab, student)
     unless given (to replay a grading)."""
     seed = grading_seed(lab, student) if seed is None else seed
     given = notebook if isinstance(notebook, nbformat.NotebookNode) else None
     path = Path("submission.ipynb") if given is not None else Path(notebook)
-    job = Job(lab, path, seed=seed, sandbox=sandbox, cell_timeout=cell_timeout, total_timeout=total_timeout,
-              submission=given)
+    job = Job(
+        lab, path, seed=seed, sandbox=sandbox, cell_timeout=cell_timeout, total_timeout=total_timeout, submission=given
+    )
     start = time.monotonic()
     try:
         for step in STEPS:
@@ -549,7 +633,7 @@ def grade_notebook(lab: str, notebook: Path | nbformat.NotebookNode, seed: int |
         job.result.notes.append(str(e))
         for c in job.result.checks:
             c.message = c.message or "Not graded: the notebook could not be run."
-    except KeyboardInterrupt as e:   # Ctrl-C or SIGTERM (see cluster/cli.py): cleaned up, not scored
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (see cluster/cli.py): cleaned up, not scored
         job.result.infrastructure_error = f"the grading was interrupted ({e or 'Ctrl-C'}); grade it again"
     except Exception as e:  # a bug of ours: still a result, with the traceback for staff
         job.result.infrastructure_error = f"the grader failed ({type(e).__name__}: {e})"
@@ -569,7 +653,7 @@ def void_if_the_cluster_failed(job: Job) -> None:
     cluster's fault. It gets no score and an infrastructure error (grade it again)."""
     problem = job.watch.stop() if job.watch else ""
     if problem:
-        if job.result.infrastructure_error:   # e.g. a client of ours that lost that broker: the cause comes first
+        if job.result.infrastructure_error:  # e.g. a client of ours that lost that broker: the cause comes first
             job.result.notes.append(f"(then: {job.result.infrastructure_error})")
         job.result.infrastructure_error = f"{problem}, so this grading does not count: grade it again."
         for c in job.result.checks:

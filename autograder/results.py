@@ -23,8 +23,8 @@ class CheckResult:
     score: float = 0.0
     passed: bool = False
     seconds: float = 0.0
-    message: str = ""          # shown to the student: expected vs found, and a hint
-    details: str = ""          # hidden from the student: a traceback, for course staff
+    message: str = ""  # shown to the student: expected vs found, and a hint
+    details: str = ""  # hidden from the student: a traceback, for course staff
 
 
 @dataclass
@@ -32,13 +32,13 @@ class GradingResult:
     lab: str
     notebook: str
     checks: list[CheckResult] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)   # what went wrong while running the notebook
-    infrastructure_error: str = ""                    # set when we could not grade at all
+    notes: list[str] = field(default_factory=list)  # what went wrong while running the notebook
+    infrastructure_error: str = ""  # set when we could not grade at all
     seconds: float = 0.0
     seed: int = 0
     namespace: str = ""
-    staff: list[str] = field(default_factory=list)   # hidden from the student: e.g. the grading's memory
-    graded_notebook: Any = field(default=None, repr=False)   # the notebook as run, with its outputs
+    staff: list[str] = field(default_factory=list)  # hidden from the student: e.g. the grading's memory
+    graded_notebook: Any = field(default=None, repr=False)  # the notebook as run, with its outputs
 
     @property
     def score(self) -> float:
@@ -53,20 +53,51 @@ class GradingResult:
         """Gradescope's results.json: score, per-test entries, visible output."""
         header = [f"Graded {self.lab} in {self.seconds:.1f} s."]
         if self.infrastructure_error:
-            header.append("Infrastructure error: " + self.infrastructure_error +
-                          " This is not a problem with your work; course staff have been told.")
+            header.append(
+                "Infrastructure error: "
+                + self.infrastructure_error
+                + " This is not a problem with your work; course staff have been told."
+            )
         header.extend(self.notes)
-        tests = [{"name": c.label, "score": c.score, "max_score": c.max_score,
-                  "status": "passed" if c.passed else "failed",
-                  "output": c.message or ("Passed." if c.passed else "Failed."),
-                  "visibility": "visible"} for c in self.checks]
-        tests.extend({"name": f"{c.label} (staff details)", "score": 0, "max_score": 0,
-                      "output": c.details, "visibility": "hidden"} for c in self.checks if c.details)
+        tests = [
+            {
+                "name": c.label,
+                "score": c.score,
+                "max_score": c.max_score,
+                "status": "passed" if c.passed else "failed",
+                "output": c.message or ("Passed." if c.passed else "Failed."),
+                "visibility": "visible",
+            }
+            for c in self.checks
+        ]
+        tests.extend(
+            {
+                "name": f"{c.label} (staff details)",
+                "score": 0,
+                "max_score": 0,
+                "output": c.details,
+                "visibility": "hidden",
+            }
+            for c in self.checks
+            if c.details
+        )
         # Staff only: the seed replays this grading (--seed); students never see it.
-        tests.append({"name": "grading (staff details)", "score": 0, "max_score": 0, "visibility": "hidden",
-                      "output": "; ".join([f"seed {self.seed}", f"namespace {self.namespace}", *self.staff])})
-        return {"score": self.score, "max_score": self.max_score, "output": "\n".join(header),
-                "execution_time": round(self.seconds, 1), "tests": tests}
+        tests.append(
+            {
+                "name": "grading (staff details)",
+                "score": 0,
+                "max_score": 0,
+                "visibility": "hidden",
+                "output": "; ".join([f"seed {self.seed}", f"namespace {self.namespace}", *self.staff]),
+            }
+        )
+        return {
+            "score": self.score,
+            "max_score": self.max_score,
+            "output": "\n".join(header),
+            "execution_time": round(self.seconds, 1),
+            "tests": tests,
+        }
 
     def write_json(self, path: Path) -> None:
         path = Path(path)
@@ -82,8 +113,10 @@ class GradingResult:
             lines.append(f"  note: {note}")
         width = max((len(c.label) for c in self.checks), default=8)
         for c in self.checks:
-            lines.append(f"  {c.label:<{width}}  {'PASS' if c.passed else 'FAIL'}  {c.seconds:5.1f}s  "
-                         f"{c.score:g}/{c.max_score:g}")
+            lines.append(
+                f"  {c.label:<{width}}  {'PASS' if c.passed else 'FAIL'}  {c.seconds:5.1f}s  "
+                f"{c.score:g}/{c.max_score:g}"
+            )
             if c.message and not c.passed:
                 lines.extend("      " + ln for ln in c.message.splitlines())
         lines.append(f"  total: {self.score:g}/{self.max_score:g} in {self.seconds:.1f}s")

@@ -65,51 +65,78 @@ from selfcheck.checks.scripts import kill_tree, running, wait_dead
 
 from . import STAFF, STUDENT
 
-SANDBOX_UID = 65534           # "nobody" inside the sandbox
-USER_UIDS = range(61000, 65000)   # the "user" method's uids: one per grading, in no /etc/passwd
-HOSTNAME = "grading"          # the sandbox's own host name (its UTS namespace)
-FREEZE_DEADLINE_S = 20        # to stop every process of a sandbox before a check (5 s once ran out under CI's load)
-TMP_SIZE = 512 * 2**20        # the sandbox's /tmp, in memory
+SANDBOX_UID = 65534  # "nobody" inside the sandbox
+USER_UIDS = range(61000, 65000)  # the "user" method's uids: one per grading, in no /etc/passwd
+HOSTNAME = "grading"  # the sandbox's own host name (its UTS namespace)
+FREEZE_DEADLINE_S = 20  # to stop every process of a sandbox before a check (5 s once ran out under CI's load)
+TMP_SIZE = 512 * 2**20  # the sandbox's /tmp, in memory
 # The parts of /etc that programs need (TLS roots, users, name lookup, the JDK's links);
 # the rest of /etc stays out.
-ETC_ALLOWED = ("ssl", "ca-certificates", "ca-certificates.conf", "passwd", "group", "resolv.conf",
-               "nsswitch.conf", "host.conf", "localtime", "timezone", "alternatives", "java-17-openjdk",
-               "java-21-openjdk", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "mime.types", "fonts",
-               "matplotlibrc", "gai.conf", "protocols", "services")
+ETC_ALLOWED = (
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "passwd",
+    "group",
+    "resolv.conf",
+    "nsswitch.conf",
+    "host.conf",
+    "localtime",
+    "timezone",
+    "alternatives",
+    "java-17-openjdk",
+    "java-21-openjdk",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "mime.types",
+    "fonts",
+    "matplotlibrc",
+    "gai.conf",
+    "protocols",
+    "services",
+)
 # What the student's kernel may read of the course: what students have anyway (autograder.STUDENT:
 # the self-checks, the connection helper, the data, the released labs), whole folders. Never the
 # grader, the staff's tools, solutions/, the cluster's data folders or the grader's results.
 COURSE_READABLE = (*STUDENT, "pyproject.toml")
-NOT_GUARANTEED = ("graded WITHOUT a sandbox (--no-sandbox): the student's code ran with the grader's "
-                  "own powers; it could read files it should not, outlive the grading, or change what "
-                  "the checks see. Use this grade for feedback only.")
+NOT_GUARANTEED = (
+    "graded WITHOUT a sandbox (--no-sandbox): the student's code ran with the grader's "
+    "own powers; it could read files it should not, outlive the grading, or change what "
+    "the checks see. Use this grade for feedback only."
+)
 
 
 @dataclass(frozen=True)
 class Limits:
     """Resource limits of every process in a sandbox (rlimits, per process)."""
 
-    memory_mb: int = 4096        # address space: a memory hog gets MemoryError, not the machine
-    processes: int = 256         # threads and processes of the sandbox's user (a fork bomb stops here)
-    file_mb: int = 512           # largest file it may write
-    cpu_s: int = 900             # CPU seconds per process
+    memory_mb: int = 4096  # address space: a memory hog gets MemoryError, not the machine
+    processes: int = 256  # threads and processes of the sandbox's user (a fork bomb stops here)
+    file_mb: int = 512  # largest file it may write
+    cpu_s: int = 900  # CPU seconds per process
     open_files: int = 1024
 
     def rlimits(self) -> dict[str, int]:
-        return {"RLIMIT_AS": self.memory_mb * 2**20, "RLIMIT_NPROC": self.processes,
-                "RLIMIT_FSIZE": self.file_mb * 2**20, "RLIMIT_CPU": self.cpu_s,
-                "RLIMIT_NOFILE": self.open_files, "RLIMIT_CORE": 0}
+        return {
+            "RLIMIT_AS": self.memory_mb * 2**20,
+            "RLIMIT_NPROC": self.processes,
+            "RLIMIT_FSIZE": self.file_mb * 2**20,
+            "RLIMIT_CPU": self.cpu_s,
+            "RLIMIT_NOFILE": self.open_files,
+            "RLIMIT_CORE": 0,
+        }
 
 
 # Three small programs the sandbox runs with `python -I -S -c` (no file of the checkout needs to
 # be visible where they run): autograder/sandbox_programs/ says what each does.
 _PROGRAMS = Path(__file__).with_name("sandbox_programs")
-_SET_LIMITS = (_PROGRAMS / "set_limits.py").read_text()       # inside the sandbox, before the program
-_SUPERVISE = (_PROGRAMS / "supervise.py").read_text()         # the user method's outer process
-_JOIN_CGROUPS = (_PROGRAMS / "join_cgroups.py").read_text()   # outside, just before bwrap
-CGROUP_ROOT = Path("/sys/fs/cgroup")   # where the machine mounts its control groups (tests mount their own)
-BOUNDS = ("memory", "pids")            # the whole-sandbox bounds: total memory, number of processes
-GRADER_LEAF = "kafka-course-grader"    # cgroup v2: where the grader's own processes move (see _delegated)
+_SET_LIMITS = (_PROGRAMS / "set_limits.py").read_text()  # inside the sandbox, before the program
+_SUPERVISE = (_PROGRAMS / "supervise.py").read_text()  # the user method's outer process
+_JOIN_CGROUPS = (_PROGRAMS / "join_cgroups.py").read_text()  # outside, just before bwrap
+CGROUP_ROOT = Path("/sys/fs/cgroup")  # where the machine mounts its control groups (tests mount their own)
+BOUNDS = ("memory", "pids")  # the whole-sandbox bounds: total memory, number of processes
+GRADER_LEAF = "kafka-course-grader"  # cgroup v2: where the grader's own processes move (see _delegated)
 
 
 def _read(path: Path) -> str:
@@ -124,7 +151,7 @@ def _mounts() -> dict[str, str]:
     found = {}
     for line in _read(Path("/proc/self/mountinfo")).splitlines():
         fields = line.split()
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])   # a space is \040
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])  # a space is \040
         found[point] = fields[fields.index("-") + 1]
     return found
 
@@ -156,7 +183,7 @@ def _delegated(root: Path, parent: str | None) -> tuple[Path | None, str]:
         if not own:
             return None, "the grader is in no cgroup v2 group"
         group = root / own[0].strip("/")
-        if group.name == GRADER_LEAF:   # an earlier grading of this grader moved it there
+        if group.name == GRADER_LEAF:  # an earlier grading of this grader moved it there
             group = group.parent
     if not all(os.access(path, os.W_OK) for path in (group, group / "cgroup.procs", group / "cgroup.subtree_control")):
         return None, f"no writable cgroup v2 subtree: the grader may not write its group {group}"
@@ -172,7 +199,7 @@ def _delegated(root: Path, parent: str | None) -> tuple[Path | None, str]:
             try:
                 (leaf / "cgroup.procs").write_text(pid)
             except OSError:
-                pass   # it has exited
+                pass  # it has exited
     return group, ""
 
 
@@ -186,26 +213,55 @@ def systemd_scope(limits: "Limits") -> tuple[tuple[str, ...], tuple[str, ...], s
     if run is None or not Path("/run/systemd/system").exists():
         return (), (), "no systemd here"
     memory = limits.memory_mb * 2**20
-    prefix = [run, "--scope", "--quiet", "--collect", "-p", f"MemoryMax={memory}", "-p", "MemorySwapMax=0",
-              "-p", f"TasksMax={limits.processes}", "--"]
+    prefix = [
+        run,
+        "--scope",
+        "--quiet",
+        "--collect",
+        "-p",
+        f"MemoryMax={memory}",
+        "-p",
+        "MemorySwapMax=0",
+        "-p",
+        f"TasksMax={limits.processes}",
+        "--",
+    ]
     if os.geteuid() != 0:
         # systemd-run finds the user's manager through XDG_RUNTIME_DIR, which the sandbox's
         # environment leaves out: systemd-run gets it, the program does not
-        prefix = [env_program, f"XDG_RUNTIME_DIR=/run/user/{os.getuid()}", run, "--user", *prefix[1:],
-                  env_program, "-u", "XDG_RUNTIME_DIR"]
-    probe = ("g=[l[3:] for l in open('/proc/self/cgroup').read().splitlines() if l.startswith('0::')][0]\n"
-             "for f in ('memory.max','pids.max'):\n"
-             " try:print(open('/sys/fs/cgroup'+g+'/'+f).read().strip())\n"
-             " except (OSError,IndexError):print('-')")
+        prefix = [
+            env_program,
+            f"XDG_RUNTIME_DIR=/run/user/{os.getuid()}",
+            run,
+            "--user",
+            *prefix[1:],
+            env_program,
+            "-u",
+            "XDG_RUNTIME_DIR",
+        ]
+    probe = (
+        "g=[l[3:] for l in open('/proc/self/cgroup').read().splitlines() if l.startswith('0::')][0]\n"
+        "for f in ('memory.max','pids.max'):\n"
+        " try:print(open('/sys/fs/cgroup'+g+'/'+f).read().strip())\n"
+        " except (OSError,IndexError):print('-')"
+    )
     try:
-        out = subprocess.run([*prefix, sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True,
-                             timeout=30, env={"PATH": "/usr/bin:/bin"})
+        out = subprocess.run(
+            [*prefix, sys.executable, "-I", "-S", "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={"PATH": "/usr/bin:/bin"},
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return (), (), f"systemd-run --scope did not run ({e})"
     if out.returncode != 0:
         return (), (), f"systemd-run --scope failed: {out.stderr.strip()[:200]}"
-    held = tuple(bound for bound, wanted, seen in zip(BOUNDS, (memory, limits.processes), out.stdout.split())
-                 if seen == str(wanted))
+    held = tuple(
+        bound
+        for bound, wanted, seen in zip(BOUNDS, (memory, limits.processes), out.stdout.split())
+        if seen == str(wanted)
+    )
     return tuple(prefix), held, "" if held == BOUNDS else "systemd's scopes here are not given both controllers"
 
 
@@ -223,9 +279,9 @@ class Cgroups:
 
     def __init__(self, name: str, limits: "Limits", root: Path = CGROUP_ROOT, parent: str | None = None):
         self.dirs: list[Path] = []
-        self.scope: tuple[str, ...] = ()   # systemd-run's prefix, where that is the way
-        self.held: list[str] = []          # which of BOUNDS hold
-        self.why: list[str] = []           # why the others do not, for staff
+        self.scope: tuple[str, ...] = ()  # systemd-run's prefix, where that is the way
+        self.held: list[str] = []  # which of BOUNDS hold
+        self.why: list[str] = []  # why the others do not, for staff
         self.kind = hierarchy(root)
         if self.kind == "v1":
             self._v1(root, name, limits)
@@ -235,9 +291,10 @@ class Cgroups:
             self.why.append(f"no cgroup v1 controllers and no cgroup v2 hierarchy at {root}")
 
     def _v1(self, root: Path, name: str, limits: "Limits") -> None:
-        wanted = {"pids": {"pids.max": str(limits.processes)},
-                  "memory": {"memory.limit_in_bytes": str(limits.memory_mb * 2**20),
-                             "memory.swappiness": "0"}}
+        wanted = {
+            "pids": {"pids.max": str(limits.processes)},
+            "memory": {"memory.limit_in_bytes": str(limits.memory_mb * 2**20), "memory.swappiness": "0"},
+        }
         mounts = _mounts()
         for controller, settings in wanted.items():
             if mounts.get(os.path.join(os.path.realpath(root), controller)) != "cgroup":
@@ -262,12 +319,14 @@ class Cgroups:
                 self.scope, self.held = scope, list(held)
             self.why.append(f"{why}; {systemd_why}" if systemd_why else why)
             return
-        wanted = {"memory": {"memory.max": str(limits.memory_mb * 2**20), "memory.swap.max": "0"},
-                  "pids": {"pids.max": str(limits.processes)}}
+        wanted = {
+            "memory": {"memory.max": str(limits.memory_mb * 2**20), "memory.swap.max": "0"},
+            "pids": {"pids.max": str(limits.processes)},
+        }
         offered, refused = _read(group / "cgroup.controllers").split(), {}
         for controller in wanted:
             if controller in offered:
-                try:   # one at a time: the kernel refusing one must not stop the other
+                try:  # one at a time: the kernel refusing one must not stop the other
                     (group / "cgroup.subtree_control").write_text(f"+{controller}")
                 except OSError as e:
                     refused[controller] = e.strerror
@@ -279,10 +338,12 @@ class Cgroups:
             return
         self.dirs.append(folder)
         for controller, settings in wanted.items():
-            if not (folder / next(iter(settings))).exists():   # a controller's files exist only where it is enabled
+            if not (folder / next(iter(settings))).exists():  # a controller's files exist only where it is enabled
                 if controller in offered:
-                    self.why.append(f"cannot enable {controller} in {group}/cgroup.subtree_control "
-                                    f"({refused.get(controller, 'its files did not appear')})")
+                    self.why.append(
+                        f"cannot enable {controller} in {group}/cgroup.subtree_control "
+                        f"({refused.get(controller, 'its files did not appear')})"
+                    )
                 continue
             try:
                 for key, value in settings.items():
@@ -293,8 +354,10 @@ class Cgroups:
                 self.why.append(f"cannot set {controller}'s limit in {folder} ({e.strerror})")
         unoffered = [controller for controller in wanted if controller not in offered]
         if unoffered:
-            self.why.append(f"no {' or '.join(unoffered)} controller in {group}/cgroup.controllers (bound to "
-                            "cgroup v1, or not delegated)")
+            self.why.append(
+                f"no {' or '.join(unoffered)} controller in {group}/cgroup.controllers (bound to "
+                "cgroup v1, or not delegated)"
+            )
 
     def missing(self) -> list[str]:
         """The whole-sandbox bounds that do not hold here ("memory", "pids"); the rlimits still do."""
@@ -307,6 +370,7 @@ class Cgroups:
 
     def remove(self, timeout_s: float = 5) -> None:
         """Delete the groups (possible once their last process has exited)."""
+
         def removed(folder: Path) -> bool:
             folder.rmdir()
             return True
@@ -343,23 +407,42 @@ def method() -> tuple[str | None, str]:
     if wanted == "bwrap":
         return None, why
     if os.geteuid() != 0:
-        return None, (f"{why} The other method, an unprivileged user of its own for each grading, needs "
-                      "the grader to run as root (e.g. in a container).")
+        return None, (
+            f"{why} The other method, an unprivileged user of its own for each grading, needs "
+            "the grader to run as root (e.g. in a container)."
+        )
     if shutil.which("setpriv") is None:
         return None, f"{why} The user method needs setpriv (util-linux): apt install util-linux."
     if not runs_as_another_user(sys.executable):
-        return None, (f"{why} The user method runs student code as another user, who cannot run this Python "
-                      f"({sys.executable}: a folder on its way, e.g. /root, is private). Install the course's "
-                      "environment from a Python that all users can run, as the Gradescope package's setup.sh does.")
+        return None, (
+            f"{why} The user method runs student code as another user, who cannot run this Python "
+            f"({sys.executable}: a folder on its way, e.g. /root, is private). Install the course's "
+            "environment from a Python that all users can run, as the Gradescope package's setup.sh does."
+        )
     return "user", why
 
 
 @cache
 def runs_as_another_user(python: str) -> bool:
     """Whether an unprivileged user can start this interpreter (pyenv's under /root cannot)."""
-    probe = subprocess.run(["setpriv", f"--reuid={USER_UIDS[-1]}", f"--regid={USER_UIDS[-1]}", "--clear-groups",
-                            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
-                            "/bin/sh", "-c", 'exec "$0" -I -S -c pass', python], capture_output=True, timeout=30, cwd="/")
+    probe = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={USER_UIDS[-1]}",
+            f"--regid={USER_UIDS[-1]}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "/bin/sh",
+            "-c",
+            'exec "$0" -I -S -c pass',
+            python,
+        ],
+        capture_output=True,
+        timeout=30,
+        cwd="/",
+    )
     return probe.returncode == 0
 
 
@@ -399,9 +482,10 @@ def sweep(uid: int, deadline_s: float = 10) -> int:
     """Kill every process of the user method's uid (whatever outlived its sandbox's
     supervisor, were it killed first); returns how many there were."""
     deadline, killed = time.monotonic() + deadline_s, 0
-    while time.monotonic() < deadline:   # again, while anything of it was still forking
-        found = [p for p in psutil.process_iter(["uids"])
-                 if p.info.get("uids") and p.info["uids"].real == uid and running(p)]
+    while time.monotonic() < deadline:  # again, while anything of it was still forking
+        found = [
+            p for p in psutil.process_iter(["uids"]) if p.info.get("uids") and p.info["uids"].real == uid and running(p)
+        ]
         if not found:
             break
         for p in found:
@@ -427,13 +511,18 @@ def available() -> str | None:
     """None if bubblewrap can make a sandbox here; otherwise why not, in words."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return ("bubblewrap (bwrap) is not installed; on Debian/Ubuntu: sudo apt install bubblewrap. "
-                "It needs Linux.")
-    probe = subprocess.run([bwrap, "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc",
-                            "true"], capture_output=True, text=True, timeout=30)
+        return "bubblewrap (bwrap) is not installed; on Debian/Ubuntu: sudo apt install bubblewrap. It needs Linux."
+    probe = subprocess.run(
+        [bwrap, "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if probe.returncode != 0:
-        return (f"bubblewrap cannot create namespaces here ({probe.stderr.strip()[:200]}); unprivileged user "
-                "namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1).")
+        return (
+            f"bubblewrap cannot create namespaces here ({probe.stderr.strip()[:200]}); unprivileged user "
+            "namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1)."
+        )
     return None
 
 
@@ -445,7 +534,7 @@ def _hosts_file() -> Path:
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="kafka-course-sandbox-"))
-    atexit.register(shutil.rmtree, folder, True)   # one per grader process, gone with it
+    atexit.register(shutil.rmtree, folder, True)  # one per grader process, gone with it
     try:
         known = Path("/etc/hosts").read_text()
     except OSError:
@@ -474,7 +563,7 @@ def _python_binds() -> list[str]:
     own paths (the venv's editable install points at the course folder)."""
     paths = {Path(sys.base_prefix), Path(sys.prefix)}
     paths.update(ROOT / name for name in COURSE_READABLE)
-    cache_dir = jars_cache()          # Spark's connector jars
+    cache_dir = jars_cache()  # Spark's connector jars
     if cache_dir.exists():
         paths.add(cache_dir)
     java_home = env("JAVA_HOME")
@@ -492,40 +581,86 @@ class Sandbox:
     """How to jail a command: the working folder it may write, the files it may read, limits."""
 
     workdir: Path
-    readonly: tuple[Path, ...] = ()        # extra read-only files or folders (the release files)
+    readonly: tuple[Path, ...] = ()  # extra read-only files or folders (the release files)
     # extra folders it may write: a grader's folder given to one process the grader starts in the
     # sandbox (lab 10's Connect worker), which the kernel's sandbox never sees
     writable: tuple[Path, ...] = ()
     limits: Limits = field(default_factory=Limits)
-    enabled: bool = True                   # False: --no-sandbox (limits still apply)
-    cgroups: Cgroups | None = None         # whole-sandbox bounds, where the machine allows them
-    uid: int | None = None                 # set: the user method, as this uid (see method()); else bwrap
-    python: str = sys.executable           # the interpreter of the limits wrapper
+    enabled: bool = True  # False: --no-sandbox (limits still apply)
+    cgroups: Cgroups | None = None  # whole-sandbox bounds, where the machine allows them
+    uid: int | None = None  # set: the user method, as this uid (see method()); else bwrap
+    python: str = sys.executable  # the interpreter of the limits wrapper
 
     def wrap(self, argv: list[str]) -> list[str]:
         """The command line that runs argv in the sandbox, with the limits set."""
-        limited = [self.python, "-I", "-S", "-c", _SET_LIMITS,
-                   *(f"{k}={v}" for k, v in self.limits.rlimits().items()), "--", *argv]
+        limited = [
+            self.python,
+            "-I",
+            "-S",
+            "-c",
+            _SET_LIMITS,
+            *(f"{k}={v}" for k, v in self.limits.rlimits().items()),
+            "--",
+            *argv,
+        ]
         prefix = self.cgroups.prefix() if self.cgroups else []
         if not self.enabled:
             return prefix + limited
         if self.user is not None:
-            return [*prefix, sys.executable, "-I", "-S", "-c", _SUPERVISE,
-                    shutil.which("setpriv") or "setpriv", f"--reuid={self.uid}", f"--regid={self.uid}",
-                    "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *limited]
+            return [
+                *prefix,
+                sys.executable,
+                "-I",
+                "-S",
+                "-c",
+                _SUPERVISE,
+                shutil.which("setpriv") or "setpriv",
+                f"--reuid={self.uid}",
+                f"--regid={self.uid}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--no-new-privs",
+                "--",
+                *limited,
+            ]
         workdir = str(Path(self.workdir).resolve())
-        args = [*prefix, shutil.which("bwrap") or "bwrap",
-                "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-                "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                "--hostname", HOSTNAME, "--die-with-parent", "--new-session",
-                # ipykernel would take its parent (bwrap's init, pid 1 inside) for an exited one;
-                # --die-with-parent already ties the sandbox's life to the grader's.
-                "--unsetenv", "JPY_PARENT_PID",
-                # /tmp first: the course (and so the venv) may itself live under /tmp, and a
-                # tmpfs mounted later would hide it.
-                "--size", str(TMP_SIZE), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
-                *_system_binds(), *_python_binds(),
-                "--bind", workdir, workdir]
+        args = [
+            *prefix,
+            shutil.which("bwrap") or "bwrap",
+            "--unshare-user",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--hostname",
+            HOSTNAME,
+            "--die-with-parent",
+            "--new-session",
+            # ipykernel would take its parent (bwrap's init, pid 1 inside) for an exited one;
+            # --die-with-parent already ties the sandbox's life to the grader's.
+            "--unsetenv",
+            "JPY_PARENT_PID",
+            # /tmp first: the course (and so the venv) may itself live under /tmp, and a
+            # tmpfs mounted later would hide it.
+            "--size",
+            str(TMP_SIZE),
+            "--tmpfs",
+            "/tmp",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            *_system_binds(),
+            *_python_binds(),
+            "--bind",
+            workdir,
+            workdir,
+        ]
         for path in self.writable:
             args += ["--bind", str(path), str(path)]
         for path in self.readonly:
@@ -586,7 +721,7 @@ class Jail:
 
     def __init__(self, pid: int | None, supervised: bool = False):
         self.pid, self.supervised = pid, supervised
-        self.unfrozen: list[str] = []     # what a failed freeze could not stop: pid, name, state
+        self.unfrozen: list[str] = []  # what a failed freeze could not stop: pid, name, state
 
     def processes(self) -> list[psutil.Process]:
         """Every process of the sandbox. Inside a PID namespace, orphans are adopted by its
@@ -635,6 +770,7 @@ class Jail:
         the same moment (then none can resume another). A process that forks, or resumes
         others (SIGCONT), while we stop them is caught by looking again; False if the sandbox
         could not be frozen within the deadline (the caller kills it)."""
+
         def still_running() -> list:
             running = []
             for p in self.processes()[1:]:
@@ -649,12 +785,12 @@ class Jail:
         # a short pause: let the signals land before looking again
         waited = wait_for(still_running, timeout_s=deadline_s, until=lambda running: not running, every_s=0.005)
         if not waited:
-            self.unfrozen = [describe_process(p) for p in waited.last[:5]]   # for the staff notes
+            self.unfrozen = [describe_process(p) for p in waited.last[:5]]  # for the staff notes
         return waited.done
 
     def thaw(self, main_only: bool = False) -> None:
         main = self.main()
-        for p in ([main] if main_only and main else self.processes()[1:]):
+        for p in [main] if main_only and main else self.processes()[1:]:
             try:
                 p.resume()
             except psutil.Error:

@@ -121,20 +121,45 @@ def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
                         out = tmp / f"{lab}-{i}.json"
                         t = time.perf_counter()
                         peak = graded_with_peak_memory(
-                            [sys.executable, "-m", "autograder", "grade", lab,
-                             str(SOLUTIONS / lab / f"{lab}.ipynb"), "--json", str(out), *extra], env, c)
+                            [
+                                sys.executable,
+                                "-m",
+                                "autograder",
+                                "grade",
+                                lab,
+                                str(SOLUTIONS / lab / f"{lab}.ipynb"),
+                                "--json",
+                                str(out),
+                                *extra,
+                            ],
+                            env,
+                            c,
+                        )
                         times.append(time.perf_counter() - t)
                         peaks.append(peak)
                         scores.add(json.loads(out.read_text())["score"])
-                        print(f"  {lab} ({mode}) run {i + 1}/{runs}: {times[-1]:.1f} s, score {sorted(scores)}",
-                              file=sys.stderr)
-                    rows.append((f"grade {lab} solution (CLI, end to end, {mode})", times, "s",
-                                 GRADING_TARGET_S.get(lab, DEFAULT_GRADING_TARGET_S) if mode == "sandbox" else None))
-                    rows.append((f"distinct scores of {lab} over {runs} runs ({mode})", [float(len(scores))], "",
-                                 1.0))
+                        print(
+                            f"  {lab} ({mode}) run {i + 1}/{runs}: {times[-1]:.1f} s, score {sorted(scores)}",
+                            file=sys.stderr,
+                        )
+                    rows.append(
+                        (
+                            f"grade {lab} solution (CLI, end to end, {mode})",
+                            times,
+                            "s",
+                            GRADING_TARGET_S.get(lab, DEFAULT_GRADING_TARGET_S) if mode == "sandbox" else None,
+                        )
+                    )
+                    rows.append((f"distinct scores of {lab} over {runs} runs ({mode})", [float(len(scores))], "", 1.0))
                     if mode == "sandbox":
-                        rows.append((f"peak memory while grading {lab}: brokers, grader, kernel, Spark", peaks, "MB",
-                                     PEAK_MEMORY_TARGET_MB.get(lab)))
+                        rows.append(
+                            (
+                                f"peak memory while grading {lab}: brokers, grader, kernel, Spark",
+                                peaks,
+                                "MB",
+                                PEAK_MEMORY_TARGET_MB.get(lab),
+                            )
+                        )
     return rows
 
 
@@ -153,13 +178,13 @@ def graded_with_peak_memory(cmd: list[str], env: dict, cluster) -> float:
     while proc.poll() is None and time.monotonic() < deadline:
         try:
             procs = brokers + [root] + root.children(recursive=True)
-        except psutil.Error:         # the grading just ended
+        except psutil.Error:  # the grading just ended
             break
         total = 0
         for p in procs:
             try:
                 total += p.memory_info().rss
-            except psutil.Error:     # ended between the listing and the reading
+            except psutil.Error:  # ended between the listing and the reading
                 pass
         peak = max(peak, total / 2**20)
         time.sleep(0.2)
@@ -170,7 +195,7 @@ def graded_with_peak_memory(cmd: list[str], env: dict, cluster) -> float:
 
 
 PEAK_MEMORY_TARGET_MB = {"lab9": 3072.0}
-GRADER_MEMORY_TARGET_MB = 1024.0    # the grader's own process, whatever the submission (issue: bounded inputs)
+GRADER_MEMORY_TARGET_MB = 1024.0  # the grader's own process, whatever the submission (issue: bounded inputs)
 
 
 def grader_peak_rss(cmd: list[str], env: dict) -> tuple[float, dict]:
@@ -212,16 +237,37 @@ def bench_attacks(labs: list[str], only: list[str] | None = None) -> list[tuple]
 
                 path = tmp / f"{attack.name}.ipynb"
                 nbf.write(attack.notebook(), path)
-                peak, result = grader_peak_rss([sys.executable, "-m", "autograder", "grade", attack.lab, str(path),
-                                                "--json", str(tmp / f"{attack.name}.json")], env)
+                peak, result = grader_peak_rss(
+                    [
+                        sys.executable,
+                        "-m",
+                        "autograder",
+                        "grade",
+                        attack.lab,
+                        str(path),
+                        "--json",
+                        str(tmp / f"{attack.name}.json"),
+                    ],
+                    env,
+                )
                 want = sum(expected_scores(attack, graded_parts(nbf.read(source_notebook(attack.lab), 4))).values())
-                print(f"  {attack.lab} {attack.name}: grader peak {peak:.0f} MB, score {result.get('score')} "
-                      f"(corpus {want})", file=sys.stderr)
+                print(
+                    f"  {attack.lab} {attack.name}: grader peak {peak:.0f} MB, score {result.get('score')} "
+                    f"(corpus {want})",
+                    file=sys.stderr,
+                )
                 peaks.append(peak)
-                rows.append((f"attack {attack.name} ({attack.lab}): score off the corpus's",
-                             [float(result.get("score") != want)], "", 0.0))
-    rows.insert(0, (f"grader's peak memory over {len(peaks)} attacks of the corpus", peaks, "MB",
-                    GRADER_MEMORY_TARGET_MB))
+                rows.append(
+                    (
+                        f"attack {attack.name} ({attack.lab}): score off the corpus's",
+                        [float(result.get("score") != want)],
+                        "",
+                        0.0,
+                    )
+                )
+    rows.insert(
+        0, (f"grader's peak memory over {len(peaks)} attacks of the corpus", peaks, "MB", GRADER_MEMORY_TARGET_MB)
+    )
     return rows
 
 
@@ -238,10 +284,16 @@ def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
             t = time.perf_counter()
             wrong = grade_class(tmp, lab, expected, jobs, env)
             minutes = (time.perf_counter() - t) / 60
-    return [(f"grade a class of {size} {lab} submissions (grade-all, {jobs} at a time)", [minutes], "min",
-             10.0 * size / 200),
-            (f"{lab} submissions per minute", [size / minutes], "/min", None),
-            (f"scores that differ from the corpus's, or not graded, of {size}", [float(wrong)], "", 0.0)]
+    return [
+        (
+            f"grade a class of {size} {lab} submissions (grade-all, {jobs} at a time)",
+            [minutes],
+            "min",
+            10.0 * size / 200,
+        ),
+        (f"{lab} submissions per minute", [size / minutes], "/min", None),
+        (f"scores that differ from the corpus's, or not graded, of {size}", [float(wrong)], "", 0.0),
+    ]
 
 
 # Median seconds of one grading, alone: labs 1-5 20 s, labs 6 and 8 30 s, lab 7 60 s (it starts
@@ -273,24 +325,43 @@ def bench_corpus(runs: int, labs: list[str], jobs: int, only: list[str] | None =
         with running_cluster(tmp, "corpus") as (_, env):
             for lab in labs:
                 parts = graded_parts(nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4))
-                entries = [(s.name, s.notebook(), expected_scores(s, parts)) for s in scenarios(lab)
-                           if s.base == "solution" and (not only or s.name in only)]
+                entries = [
+                    (s.name, s.notebook(), expected_scores(s, parts))
+                    for s in scenarios(lab)
+                    if s.base == "solution" and (not only or s.name in only)
+                ]
                 if not entries:
-                    raise SystemExit(f"{lab} has no corpus entry named {' or '.join(only or [])}; its entries: "
-                                     f"{', '.join(s.name for s in scenarios(lab))}. Name some of these with "
-                                     "--corpus-entries, or leave it out to grade them all.")
+                    raise SystemExit(
+                        f"{lab} has no corpus entry named {' or '.join(only or [])}; its entries: "
+                        f"{', '.join(s.name for s in scenarios(lab))}. Name some of these with "
+                        "--corpus-entries, or leave it out to grade them all."
+                    )
                 for name, nb, _ in entries:
                     nbformat.write(nb, tmp / f"{lab}-{name}.ipynb")
 
                 want = {name: scores for name, _, scores in entries}
 
-                def grade(job, lab=lab, parts=parts, want=want):   # this lab's, bound now
+                def grade(job, lab=lab, parts=parts, want=want):  # this lab's, bound now
                     name, i = job
                     out = tmp / f"{lab}-{name}-{i}.json"
                     t = time.perf_counter()
-                    subprocess.run([sys.executable, "-m", "autograder", "grade", lab, str(tmp / f"{lab}-{name}.ipynb"),
-                                    "--json", str(out), "--student", f"bench-{i}"],
-                                   env=env, capture_output=True, timeout=900)
+                    subprocess.run(
+                        [
+                            sys.executable,
+                            "-m",
+                            "autograder",
+                            "grade",
+                            lab,
+                            str(tmp / f"{lab}-{name}.ipynb"),
+                            "--json",
+                            str(out),
+                            "--student",
+                            f"bench-{i}",
+                        ],
+                        env=env,
+                        capture_output=True,
+                        timeout=900,
+                    )
                     seconds = time.perf_counter() - t
                     try:
                         tests = json.loads(out.read_text())["tests"]
@@ -307,15 +378,27 @@ def bench_corpus(runs: int, labs: list[str], jobs: int, only: list[str] | None =
                     results = list(pool.map(grade, jobs_list))
                 # each of these was already printed as its grading ended
                 wrong = [(name, found) for name, _, found in results if found != want[name]]
-                per_entry = {name: {json.dumps(f, sort_keys=True) for n, _, f in results if n == name}
-                             for name in want}
+                per_entry = {name: {json.dumps(f, sort_keys=True) for n, _, f in results if n == name} for name in want}
                 # several at a time on 2 cores: a measure of load, not of one grading (no target)
-                rows.append((f"grade a {lab} corpus entry (CLI, {jobs} at a time)", [s for _, s, _ in results], "s",
-                             None))
-                rows.append((f"{lab}: most distinct scores of one entry over {runs} seeds ({len(want)} entries)",
-                             [float(max(len(v) for v in per_entry.values()))], "", 1.0))
-                rows.append((f"{lab}: gradings whose score is not the corpus's, of {len(results)}",
-                             [float(len(wrong))], "", 0.0))
+                rows.append(
+                    (f"grade a {lab} corpus entry (CLI, {jobs} at a time)", [s for _, s, _ in results], "s", None)
+                )
+                rows.append(
+                    (
+                        f"{lab}: most distinct scores of one entry over {runs} seeds ({len(want)} entries)",
+                        [float(max(len(v) for v in per_entry.values()))],
+                        "",
+                        1.0,
+                    )
+                )
+                rows.append(
+                    (
+                        f"{lab}: gradings whose score is not the corpus's, of {len(results)}",
+                        [float(len(wrong))],
+                        "",
+                        0.0,
+                    )
+                )
     return rows
 
 
@@ -344,8 +427,17 @@ def print_table(rows: list[tuple]) -> None:
             continue
         med = statistics.median(values)
         verdict = "" if target is None else ("ok" if med <= target else "OVER")
-        lines.append((name, str(len(values)), f"{med:.1f} {unit}", f"{min(values):.1f}", f"{max(values):.1f}",
-                      "-" if target is None else f"<= {target:g} {unit}", verdict))
+        lines.append(
+            (
+                name,
+                str(len(values)),
+                f"{med:.1f} {unit}",
+                f"{min(values):.1f}",
+                f"{max(values):.1f}",
+                "-" if target is None else f"<= {target:g} {unit}",
+                verdict,
+            )
+        )
     widths = [max(len(r[i]) for r in lines) for i in range(len(header))]
     for r in lines:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
@@ -357,23 +449,29 @@ def main(argv=None) -> int:
     p.add_argument("--cold-runs", type=int, default=2, help="cold starts, each downloading the jars (default 2)")
     p.add_argument("--grading-runs", type=int, default=20, help="gradings of each lab's solution (default 20)")
     p.add_argument("--only", choices=("cluster", "grading", "corpus", "class", "attacks", "load"), help="run one part")
-    p.add_argument("--corpus-runs", type=int, default=10, help="gradings of each corpus entry, each with another "
-                                                                 "seed (default 10)")
+    p.add_argument(
+        "--corpus-runs", type=int, default=10, help="gradings of each corpus entry, each with another seed (default 10)"
+    )
     p.add_argument("--corpus-jobs", type=int, default=3, help="corpus gradings at a time (default 3)")
     p.add_argument("--corpus-entries", nargs="*", help="grade only these corpus entries (default: all)")
     p.add_argument("--class-size", type=int, default=200, help="submissions in the class graded at once (default 200)")
     p.add_argument("--class-lab", default="lab1", help="the lab of that class (default lab1)")
     p.add_argument("--class-jobs", type=int, default=8, help="grade-all's jobs for it (default 8)")
     p.add_argument("--labs", nargs="*", help="grade only these labs (default: all)")
-    p.add_argument("--students", type=int, help="load: students holding their lab's topics (default: as many as "
-                   "one cluster holds, cluster/capacity.py)")
+    p.add_argument(
+        "--students",
+        type=int,
+        help="load: students holding their lab's topics (default: as many as one cluster holds, cluster/capacity.py)",
+    )
     p.add_argument("--active", type=int, default=30, help="load: students producing and consuming at once (default 30)")
     p.add_argument("--load-seconds", type=float, default=90, help="load: how long they work (default 90)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log each step (clusters started, ...)")
     a = p.parse_args(argv)
-    cli.configure(a.verbose)   # and a `kill` stops the bench's clusters too
-    print(f"Benchmark: {os.cpu_count()} cores, Kafka {settings.kafka_version()}, "
-          f"heap {settings.BROKER_HEAP} per broker, every client logged in (SASL) and authorized (ACLs)\n")
+    cli.configure(a.verbose)  # and a `kill` stops the bench's clusters too
+    print(
+        f"Benchmark: {os.cpu_count()} cores, Kafka {settings.kafka_version()}, "
+        f"heap {settings.BROKER_HEAP} per broker, every client logged in (SASL) and authorized (ACLs)\n"
+    )
     from staff.selftest import labs
 
     rows = []

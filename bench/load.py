@@ -31,10 +31,10 @@ from pathlib import Path
 from cluster.capacity import FOOTPRINT_PARTITIONS, plan
 from cluster.waiting import wait_for
 
-RATE_PER_S = 20              # each active student's records per second (a lab's loops, slowed to a person's pace)
+RATE_PER_S = 20  # each active student's records per second (a lab's loops, slowed to a person's pace)
 GRADED_LAB, GRADED = "lab2", 6
-GROUPS_LEFT = 3              # consumer groups each student left behind (earlier runs of the labs)
-FLUSH_WAIT_S = 120           # after the work, for the last sends to be acknowledged (or fail)
+GROUPS_LEFT = 3  # consumer groups each student left behind (earlier runs of the labs)
+FLUSH_WAIT_S = 120  # after the work, for the last sends to be acknowledged (or fail)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -56,8 +56,13 @@ def make_students(c, count: int) -> list[tuple[str, str]]:
     """(namespace, password) of `count` students, each with its ACLs and topics, made as itself."""
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient
-    from kafka.errors import (CoordinatorNotAvailableError, NotLeaderForPartitionError, RequestTimedOutError,
-                              TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+    from kafka.errors import (
+        CoordinatorNotAvailableError,
+        NotLeaderForPartitionError,
+        RequestTimedOutError,
+        TopicAlreadyExistsError,
+        UnknownTopicOrPartitionError,
+    )
     from kafka.structs import OffsetAndMetadata
 
     from cluster import accounts
@@ -76,7 +81,7 @@ def make_students(c, count: int) -> list[tuple[str, str]]:
         login = accounts.Account(ns, password).kafka_python()
         with KafkaAdminClient(bootstrap_servers=c.bootstrap_servers, **login) as mine:
             topics = student_topics(ns)
-            for _attempt in range(5):   # a controller busy with thousands of partitions may answer late
+            for _attempt in range(5):  # a controller busy with thousands of partitions may answer late
                 missing = {t: n for t, n in topics.items() if t not in mine.list_topics()}
                 if not missing:
                     break
@@ -86,18 +91,24 @@ def make_students(c, count: int) -> list[tuple[str, str]]:
                     slow.add(ns)
                     time.sleep(2)
             first = next(iter(topics))
-            for g in range(GROUPS_LEFT):   # what a student's earlier runs leave: groups with offsets
+            for g in range(GROUPS_LEFT):  # what a student's earlier runs leave: groups with offsets
                 # a new cluster makes its offsets topic on first use
-                left = wait_for(lambda g=g, ns=ns, first=first: mine.alter_group_offsets(
-                                    f"{ns}.old-{g}", {TopicPartition(first, 0): OffsetAndMetadata(0, "", -1)}),
-                                timeout_s=60, until=lambda _: True, every_s=0.5,
-                                retry_on=(CoordinatorNotAvailableError, UnknownTopicOrPartitionError,
-                                          NotLeaderForPartitionError))
+                left = wait_for(
+                    lambda g=g, ns=ns, first=first: mine.alter_group_offsets(
+                        f"{ns}.old-{g}", {TopicPartition(first, 0): OffsetAndMetadata(0, "", -1)}
+                    ),
+                    timeout_s=60,
+                    until=lambda _: True,
+                    every_s=0.5,
+                    retry_on=(CoordinatorNotAvailableError, UnknownTopicOrPartitionError, NotLeaderForPartitionError),
+                )
                 if not left:
                     raise left.last
     if slow:
-        print(f"load: {len(slow)} students' topic creations timed out at the controller and were asked again",
-              file=sys.stderr)
+        print(
+            f"load: {len(slow)} students' topic creations timed out at the controller and were asked again",
+            file=sys.stderr,
+        )
     return made
 
 
@@ -116,8 +127,9 @@ def act(servers: str, ns: str, password: str, seconds: float) -> dict:
     topic = f"{ns}.t0"
     produced, e2e, errors, acked, read = [], [], [], set(), set()
     producer = KafkaProducer(**login, acks="all", request_timeout_ms=30_000)
-    consumer = KafkaConsumer(topic, **login, group_id=f"{ns}.readers", auto_offset_reset="earliest",
-                             fetch_max_wait_ms=100)
+    consumer = KafkaConsumer(
+        topic, **login, group_id=f"{ns}.readers", auto_offset_reset="earliest", fetch_max_wait_ms=100
+    )
     stop = time.monotonic() + seconds
 
     joined, flushed = threading.Event(), threading.Event()
@@ -126,7 +138,7 @@ def act(servers: str, ns: str, password: str, seconds: float) -> dict:
         while time.monotonic() < stop + 90 and not (flushed.is_set() and acked <= read):
             try:
                 polled = consumer.poll(timeout_ms=200)
-            except Exception as e:     # what would end a student's loop: counted, and the loop goes on
+            except Exception as e:  # what would end a student's loop: counted, and the loop goes on
                 errors.append(f"poll: {type(e).__name__}")
                 continue
             if consumer.assignment():
@@ -142,7 +154,7 @@ def act(servers: str, ns: str, password: str, seconds: float) -> dict:
 
     reader = threading.Thread(target=take, daemon=True)
     reader.start()
-    joined.wait(30)      # the group has its partitions: latencies from here are the records' own
+    joined.wait(30)  # the group has its partitions: latencies from here are the records' own
     stop = time.monotonic() + seconds
     next_at, n = time.monotonic(), 0
     while time.monotonic() < stop:
@@ -155,7 +167,7 @@ def act(servers: str, ns: str, password: str, seconds: float) -> dict:
         time.sleep(max(0.0, next_at - time.monotonic()))
     try:
         producer.flush(timeout=FLUSH_WAIT_S)
-    except KafkaTimeoutError:   # counted below (sent, neither acknowledged nor failed): the run goes on
+    except KafkaTimeoutError:  # counted below (sent, neither acknowledged nor failed): the run goes on
         pass
     flushed.set()
     reader.join()
@@ -171,9 +183,15 @@ def act(servers: str, ns: str, password: str, seconds: float) -> dict:
         for records in check.poll(timeout_ms=1000).values():
             stored.update(int(r.value[:10]) for r in records)
     check.close()
-    return {"produced": produced, "e2e": e2e, "errors": errors, "acked": len(acked),
-            "pending": n - len(acked) - sum(1 for e in errors if not e.startswith("poll: ")),
-            "lost": len(acked - stored), "unread": len(acked - read)}
+    return {
+        "produced": produced,
+        "e2e": e2e,
+        "errors": errors,
+        "acked": len(acked),
+        "pending": n - len(acked) - sum(1 for e in errors if not e.startswith("poll: ")),
+        "lost": len(acked - stored),
+        "unread": len(acked - read),
+    }
 
 
 def run_away(servers: str, ns: str, password: str, seconds: float) -> dict:
@@ -225,17 +243,36 @@ def broker_produce_ms(pid: int) -> dict[str, float]:
     from cluster.java import java_executable
 
     subprocess.run(["jcmd", str(pid), "ManagementAgent.start_local"], capture_output=True, timeout=60)
-    counters = subprocess.run(["jcmd", str(pid), "PerfCounter.print"], capture_output=True, text=True,
-                              timeout=60).stdout
+    counters = subprocess.run(
+        ["jcmd", str(pid), "PerfCounter.print"], capture_output=True, text=True, timeout=60
+    ).stdout
     found = re.search(r'sun\.management\.JMXConnectorServer\.address="([^"]+)"', counters)
     if not found:
         return {}
     bean = "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce"
     attributes = ("50thPercentile", "99thPercentile", "Count")
-    out = subprocess.run([java_executable(), "-Xmx128m", "-cp", ":".join(map(str, jars.jars("kafka-tools"))),
-                          "org.apache.kafka.tools.JmxTool", "--jmx-url", found.group(1), "--object-name", bean,
-                          "--attributes", ",".join(attributes), "--one-time", "true", "--report-format", "csv"],
-                         capture_output=True, text=True, timeout=120).stdout
+    out = subprocess.run(
+        [
+            java_executable(),
+            "-Xmx128m",
+            "-cp",
+            ":".join(map(str, jars.jars("kafka-tools"))),
+            "org.apache.kafka.tools.JmxTool",
+            "--jmx-url",
+            found.group(1),
+            "--object-name",
+            bean,
+            "--attributes",
+            ",".join(attributes),
+            "--one-time",
+            "true",
+            "--report-format",
+            "csv",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     # One line per attribute: <bean>:<attribute>,"<value>" (and a first line with the time)
     found = {}
     for line in out.splitlines():
@@ -247,8 +284,11 @@ def broker_produce_ms(pid: int) -> dict[str, float]:
                 continue
     if "99thPercentile" not in found:
         return {}
-    return {"p50_ms": found.get("50thPercentile", float("nan")), "p99_ms": found["99thPercentile"],
-            "count": found.get("Count", float("nan"))}
+    return {
+        "p50_ms": found.get("50thPercentile", float("nan")),
+        "p99_ms": found["99thPercentile"],
+        "count": found.get("Count", float("nan")),
+    }
 
 
 # Marks in a broker's log of where a restart spends its time (Kafka 4.1's own lines).
@@ -262,6 +302,7 @@ def restart_phases(log_file: Path) -> dict[str, float]:
     """The last start in a broker's log, in seconds from its first line: metadata replayed (until
     it loads logs), logs loaded, and the server started. (Times of day: a start that spans
     midnight is not expected in a bench of minutes.)"""
+
     def at(m) -> float:
         h, mi, sec, ms = (int(g) for g in m.groups()[:4])
         return h * 3600 + mi * 60 + sec + ms / 1000
@@ -280,8 +321,12 @@ def restart_phases(log_file: Path) -> dict[str, float]:
                 marks["started"] = at(m)
     if not {"start", "loading", "loaded", "started"} <= set(marks):
         return {}
-    return {"metadata_s": marks["loading"] - marks["start"], "logs": float(logs),
-            "logs_s": marks["loaded"] - marks["loading"], "started_s": marks["started"] - marks["start"]}
+    return {
+        "metadata_s": marks["loading"] - marks["start"],
+        "logs": float(logs),
+        "logs_s": marks["loaded"] - marks["loading"],
+        "started_s": marks["started"] - marks["start"],
+    }
 
 
 def write_class(tmp: Path, lab: str, size: int) -> dict[str, dict[str, float]]:
@@ -295,8 +340,11 @@ def write_class(tmp: Path, lab: str, size: int) -> dict[str, dict[str, float]]:
 
     solution = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)
     parts = graded_parts(solution)
-    kinds = [(solution, dict(parts))] + [(s.notebook(), expected_scores(s, parts)) for s in SCENARIOS
-                                         if s.lab == lab and s.base == "solution" and not s.note]
+    kinds = [(solution, dict(parts))] + [
+        (s.notebook(), expected_scores(s, parts))
+        for s in SCENARIOS
+        if s.lab == lab and s.base == "solution" and not s.note
+    ]
     (tmp / "submitted").mkdir()
     expected = {}
     for i in range(size):
@@ -311,17 +359,35 @@ def grade_class(tmp: Path, lab: str, expected: dict, jobs: int, env: dict) -> in
     """grade-all on tmp/submitted; how many scores differ from the expected ones, or were not graded."""
     import csv
 
-    subprocess.run([sys.executable, "-m", "autograder", "grade-all", lab, str(tmp / "submitted"),
-                    "--out", str(tmp / "grades"), "--jobs", str(jobs), "--no-progress"], env=env,
-                   timeout=6 * 3600, capture_output=True)
-    csv.field_size_limit(sys.maxsize)   # a part's message may be long
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade-all",
+            lab,
+            str(tmp / "submitted"),
+            "--out",
+            str(tmp / "grades"),
+            "--jobs",
+            str(jobs),
+            "--no-progress",
+        ],
+        env=env,
+        timeout=6 * 3600,
+        capture_output=True,
+    )
+    csv.field_size_limit(sys.maxsize)  # a part's message may be long
     try:
         with open(tmp / "grades" / "gradebook.csv") as f:
             book = {row["student"]: row for row in csv.DictReader(f)}
     except OSError:
         return len(expected)
-    return sum(1 for s, want in expected.items()
-               if book.get(s, {}).get("status") != "graded" or {p: float(book[s][p]) for p in want} != want)
+    return sum(
+        1
+        for s, want in expected.items()
+        if book.get(s, {}).get("status") != "graded" or {p: float(book[s][p]) for p in want} != want
+    )
 
 
 def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
@@ -373,44 +439,101 @@ def bench_load(students: int, active: int, seconds: float) -> list[tuple]:
     poll_errors = [x for d in done for x in d["errors"] if x.startswith("poll: ")]
     who = f"{students} students, {active} at work"
     refusals = (", ".join(f"{kind} {n}" for kind, n in rejoin.refused.items()) or "none") + (
-        "; the users written again" if rejoin.users_rewritten else "")
+        "; the users written again" if rejoin.users_rewritten else ""
+    )
     groups = students * GROUPS_LEFT
     return [
-        (f"{who}: partitions held (RF 3; {FOOTPRINT_PARTITIONS} each), {groups:,} groups left behind",
-         [float(partitions)], "", None),
+        (
+            f"{who}: partitions held (RF 3; {FOOTPRINT_PARTITIONS} each), {groups:,} groups left behind",
+            [float(partitions)],
+            "",
+            None,
+        ),
         (f"{who}: logins, ACLs and topics made", [setup_s], "s", None),
-        (f"{who}: broker heap after full GC, before the work (of {heap_mb} MB, the hub's rule)",
-         list(quiet.values()), "MB", None),
-        (f"{who}: broker heap after full GC, after it (target: a quarter of the heap free)", heap, "MB", 0.75 * heap_mb),
+        (
+            f"{who}: broker heap after full GC, before the work (of {heap_mb} MB, the hub's rule)",
+            list(quiet.values()),
+            "MB",
+            None,
+        ),
+        (
+            f"{who}: broker heap after full GC, after it (target: a quarter of the heap free)",
+            heap,
+            "MB",
+            0.75 * heap_mb,
+        ),
         (f"{who}: broker resident memory", rss, "MB", None),
         (f"{who}: broker open files", [float(f) for f in files], "", None),
-        (f"{who}: p99 produce latency, acks=all, every broker up ({len(quiet_sends):,} sends)",
-         [percentile(quiet_sends, 0.99)], "s", 1.0),
+        (
+            f"{who}: p99 produce latency, acks=all, every broker up ({len(quiet_sends):,} sends)",
+            [percentile(quiet_sends, 0.99)],
+            "s",
+            1.0,
+        ),
         (f"{who}: p50 of the same", [percentile(quiet_sends, 0.5)], "s", None),
-        (f"{who}: p99 of the brokers' own produce time (JMX TotalTimeMs: arrival to response, followers' "
-         "copies included), every broker up", [v["p99_ms"] / 1000 for v in own_view if v], "s", 1.0),
+        (
+            f"{who}: p99 of the brokers' own produce time (JMX TotalTimeMs: arrival to response, followers' "
+            "copies included), every broker up",
+            [v["p99_ms"] / 1000 for v in own_view if v],
+            "s",
+            1.0,
+        ),
         (f"{who}: p50 of the same", [v["p50_ms"] / 1000 for v in own_view if v], "s", None),
-        (f"{who}: p99 produce latency through the broker's kill and return ({len(produced):,} sends)",
-         [percentile(produced, 0.99)], "s", None),
+        (
+            f"{who}: p99 produce latency through the broker's kill and return ({len(produced):,} sends)",
+            [percentile(produced, 0.99)],
+            "s",
+            None,
+        ),
         (f"{who}: p99 produce to consumer, through the kill", [percentile(e2e, 0.99)], "s", None),
         (f"{who}: sends that failed (the producers' retries did not carry them)", [float(len(errors))], "", None),
-        (f"{who}: sends neither acknowledged nor failed {FLUSH_WAIT_S} s after the work ended",
-         [float(sum(d.get("pending", 0) for d in done))], "", 0.0),
+        (
+            f"{who}: sends neither acknowledged nor failed {FLUSH_WAIT_S} s after the work ended",
+            [float(sum(d.get("pending", 0) for d in done))],
+            "",
+            0.0,
+        ),
         (f"{who}: consumers' polls that raised (a student's loop would have died)", [float(len(poll_errors))], "", 0.0),
-        (f"{who}: acknowledged records lost, of {sum(d['acked'] for d in done):,}",
-         [float(sum(d["lost"] for d in done))], "", 0.0),
+        (
+            f"{who}: acknowledged records lost, of {sum(d['acked'] for d in done):,}",
+            [float(sum(d["lost"] for d in done))],
+            "",
+            0.0,
+        ),
         (f"{who}: acknowledged records their group never read", [float(sum(d["unread"] for d in done))], "", 0.0),
-        (f"{who}: a runaway student's topics created and deleted (refused or throttled: {loop['refused']})",
-         [float(loop["done"])], "", None),
+        (
+            f"{who}: a runaway student's topics created and deleted (refused or throttled: {loop['refused']})",
+            [float(loop["done"])],
+            "",
+            None,
+        ),
         (f"{who}: a killed broker back (students' logins work)", [back_s], "s", 60.0),
-        (f"{who}: ... its log: metadata replayed (from the JVM's start)", [phases["metadata_s"]] if phases else [],
-         "s", None),
-        (f"{who}: ... its log: {phases.get('logs', 0):,.0f} logs loaded", [phases["logs_s"]] if phases else [],
-         "s", None),
-        (f"{who}: ... its log: server started (from the JVM's start; the rest is waiting for the cluster to "
-         "list it and for logins)", [phases["started_s"]] if phases else [], "s", None),
+        (
+            f"{who}: ... its log: metadata replayed (from the JVM's start)",
+            [phases["metadata_s"]] if phases else [],
+            "s",
+            None,
+        ),
+        (
+            f"{who}: ... its log: {phases.get('logs', 0):,.0f} logs loaded",
+            [phases["logs_s"]] if phases else [],
+            "s",
+            None,
+        ),
+        (
+            f"{who}: ... its log: server started (from the JVM's start; the rest is waiting for the cluster to "
+            "list it and for logins)",
+            [phases["started_s"]] if phases else [],
+            "s",
+            None,
+        ),
         (f"{who}: ... listed by the cluster again (from the kill)", [rejoin.listed_s], "s", None),
         (f"{who}: ... logins refused meanwhile ({refusals})", [float(sum(rejoin.refused.values()))], "", None),
         (f"{who}: brokers dead at the end", [float(dead)], "", 0.0),
-        (f"{who}: {GRADED} {GRADED_LAB} grades beside it, different from the corpus's", [float(wrong[0] if wrong else GRADED)], "", 0.0),
+        (
+            f"{who}: {GRADED} {GRADED_LAB} grades beside it, different from the corpus's",
+            [float(wrong[0] if wrong else GRADED)],
+            "",
+            0.0,
+        ),
     ]

@@ -8,8 +8,16 @@ your own, whichever way the cluster runs (local, docker compose, hosted).
 """
 
 from . import kafka_python_fix  # noqa: F401  (a race in kafka-python 3.0.12's group joins; see the module)
-from .clients import (admin_connection, bootstrap_servers, connection, group_name, mode, namespace, topic_name,
-                      transactional_id)
+from .clients import (
+    admin_connection,
+    bootstrap_servers,
+    connection,
+    group_name,
+    mode,
+    namespace,
+    topic_name,
+    transactional_id,
+)
 from .errors import ClusterError
 from .brokers import Cluster, NodeStatus
 
@@ -22,6 +30,17 @@ def spark_session(*args, **kwargs):
     return make(*args, **kwargs)
 
 
-__all__ = ["Cluster", "ClusterError", "NodeStatus", "admin_connection", "bootstrap_servers", "connection",
-           "group_name", "mode", "namespace", "spark_session", "topic_name",
-           "transactional_id"]
+__all__ = [
+    "Cluster",
+    "ClusterError",
+    "NodeStatus",
+    "admin_connection",
+    "bootstrap_servers",
+    "connection",
+    "group_name",
+    "mode",
+    "namespace",
+    "spark_session",
+    "topic_name",
+    "transactional_id",
+]

@@ -1,6 +1,6 @@
 """python -m cluster up | down | status | logs | stop-broker N | start-broker N | kill-broker N | jars
-                   | users | add-user NAME | remove-user NAME | clean | capacity N
-                   | k8s OUT --roster FILE"""
+| users | add-user NAME | remove-user NAME | clean | capacity N
+| k8s OUT --roster FILE"""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def cmd_status(c: Cluster, a) -> None:
 
 
 def cmd_logs(c: Cluster, a) -> None:
-    for n in ([a.node] if a.node else list(c.nodes)):
+    for n in [a.node] if a.node else list(c.nodes):
         node = c.nodes[n]
         print(f"===== node {n}: {node.log_file} =====")
         print(node.log_tail(a.lines))
@@ -76,8 +76,10 @@ def cmd_jars(c: Cluster, a) -> None:
     if diff:
         print("\n".join(diff))
         if a.check:
-            raise ClusterError(f"{jars.LOCK_FILE.name} is stale.",
-                               hint="Run `python -m cluster jars --update` and commit the lock file.")
+            raise ClusterError(
+                f"{jars.LOCK_FILE.name} is stale.",
+                hint="Run `python -m cluster jars --update` and commit the lock file.",
+            )
     else:
         print(f"All jars match {jars.LOCK_FILE.name}.")
 
@@ -127,8 +129,10 @@ def cmd_clean(c: Cluster, a) -> None:
 
     lab = Lab("clean", bootstrap_servers(), namespace(), connection())
     topics, groups = lab.delete_my_topics(), lab.delete_my_groups()
-    print(f"Namespace '{lab.namespace}': deleted {len(topics)} topic(s) and {len(groups)} consumer group(s)."
-          + ("" if topics or groups else " It held nothing."))
+    print(
+        f"Namespace '{lab.namespace}': deleted {len(topics)} topic(s) and {len(groups)} consumer group(s)."
+        + ("" if topics or groups else " It held nothing.")
+    )
     for name in topics + groups:
         print(f"  {name}")
 
@@ -137,8 +141,15 @@ def cmd_capacity(c: Cluster, a) -> None:
     from . import capacity
 
     plan = capacity.plan(a.students)
-    print(plan.summary() + "." + (f"\nEach broker's heap: {plan.heap_mb} MB (COURSE_BROKER_HEAP={plan.heap_mb}m)."
-                                  if plan.fits else f"\n{plan.advice()}"))
+    print(
+        plan.summary()
+        + "."
+        + (
+            f"\nEach broker's heap: {plan.heap_mb} MB (COURSE_BROKER_HEAP={plan.heap_mb}m)."
+            if plan.fits
+            else f"\n{plan.advice()}"
+        )
+    )
 
 
 def cmd_k8s(c: Cluster, a) -> None:
@@ -149,14 +160,21 @@ def cmd_k8s(c: Cluster, a) -> None:
     roster = k8s.read_roster(Path(a.roster))
     for path in k8s.write(Path(a.out), roster, a.namespace, a.image):
         print(path)
-    print(f"{len(roster)} students; apply with kubectl apply -n {a.namespace} -f strimzi-kafka.yaml -f kafka-users.yaml, "
-          "then helm upgrade --install with z2jh-values.yaml (docs/scaling.md).")
+    print(
+        f"{len(roster)} students; apply with kubectl apply -n {a.namespace} -f strimzi-kafka.yaml -f kafka-users.yaml, "
+        "then helm upgrade --install with z2jh-values.yaml (docs/scaling.md)."
+    )
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m cluster", description="The course's local three-broker Kafka cluster.")
-    p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="log each step (nodes started, waits, users) with its time; -vv: everything")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log each step (nodes started, waits, users) with its time; -vv: everything",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("up", help="start the cluster; returns when it works").set_defaults(func=cmd_up)
     d = sub.add_parser("down", help="stop the cluster (keeps its data)")
@@ -167,9 +185,11 @@ def parser() -> argparse.ArgumentParser:
     lg.add_argument("node", type=int, nargs="?", choices=settings.NODE_IDS, help="one node (default: all)")
     lg.add_argument("-n", "--lines", type=int, default=40, help="how many lines per node (default 40)")
     lg.set_defaults(func=cmd_logs)
-    for name, func, text in (("stop-broker", cmd_stop, "stop one broker cleanly"),
-                             ("kill-broker", cmd_kill, "kill one broker (SIGKILL)"),
-                             ("start-broker", cmd_start, "start one broker again, with its data")):
+    for name, func, text in (
+        ("stop-broker", cmd_stop, "stop one broker cleanly"),
+        ("kill-broker", cmd_kill, "kill one broker (SIGKILL)"),
+        ("start-broker", cmd_start, "start one broker again, with its data"),
+    ):
         s = sub.add_parser(name, help=text)
         s.add_argument("node", type=int, choices=settings.NODE_IDS)
         s.set_defaults(func=func)
@@ -184,20 +204,35 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("remove-user", help="delete a user's login and ACLs")
     r.add_argument("name", type=_user_name)
     r.set_defaults(func=cmd_remove_user)
-    sub.add_parser("clean", help="delete your namespace's topics and consumer groups (a lab's first cell deletes "
-                   "the topics of the lab before; this frees them now)").set_defaults(func=cmd_clean)
-    cap = sub.add_parser("capacity", help="what a class of N students needs of a shared cluster (heap), or why one "
-                         "cluster cannot hold it")
+    sub.add_parser(
+        "clean",
+        help="delete your namespace's topics and consumer groups (a lab's first cell deletes "
+        "the topics of the lab before; this frees them now)",
+    ).set_defaults(func=cmd_clean)
+    cap = sub.add_parser(
+        "capacity",
+        help="what a class of N students needs of a shared cluster (heap), or why one cluster cannot hold it",
+    )
     cap.add_argument("students", type=int)
     cap.set_defaults(func=cmd_capacity)
-    k = sub.add_parser("k8s", help="the course on Kubernetes: Strimzi's Kafka, a KafkaUser per student, Zero to "
-                       "JupyterHub values (written from the kit's settings)")
+    k = sub.add_parser(
+        "k8s",
+        help="the course on Kubernetes: Strimzi's Kafka, a KafkaUser per student, Zero to "
+        "JupyterHub values (written from the kit's settings)",
+    )
     k.add_argument("out", help="the folder to write the three YAML files into")
     k.add_argument("--roster", required=True, help="a file with one student login name per line")
-    k.add_argument("--namespace", default="jhub", help="the Kubernetes namespace of the hub, its users' servers and "
-                   "the Kafka cluster (default: %(default)s)")
-    k.add_argument("--image", default="kafka-course/jupyter:latest", help="the course's notebook image, built "
-                   "from cluster/Dockerfile and pushed where the cluster can pull it (default: %(default)s)")
+    k.add_argument(
+        "--namespace",
+        default="jhub",
+        help="the Kubernetes namespace of the hub, its users' servers and the Kafka cluster (default: %(default)s)",
+    )
+    k.add_argument(
+        "--image",
+        default="kafka-course/jupyter:latest",
+        help="the course's notebook image, built "
+        "from cluster/Dockerfile and pushed where the cluster can pull it (default: %(default)s)",
+    )
     k.set_defaults(func=cmd_k8s)
     return p
 
@@ -206,8 +241,10 @@ def _user_name(text: str) -> str:
     import re
 
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,99}", text) or text in accounts.SUPER_USERS:
-        raise argparse.ArgumentTypeError(f"{text!r}: a user name is lower-case letters, digits and '-' "
-                                         f"(it is also the namespace), and not {' or '.join(accounts.SUPER_USERS)}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a user name is lower-case letters, digits and '-' "
+            f"(it is also the namespace), and not {' or '.join(accounts.SUPER_USERS)}"
+        )
     return text
 
 

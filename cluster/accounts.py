@@ -48,8 +48,7 @@ USER_QUOTAS = {
     "controller_mutation_rate": 20.0,
 }
 # The course's own users are not throttled (quotas apply to super users too).
-UNTHROTTLED = {"producer_byte_rate": 2.0**50, "consumer_byte_rate": 2.0**50,
-               "controller_mutation_rate": 1e6}
+UNTHROTTLED = {"producer_byte_rate": 2.0**50, "consumer_byte_rate": 2.0**50, "controller_mutation_rate": 1e6}
 
 
 @dataclass(frozen=True)
@@ -62,23 +61,33 @@ class Account:
 
     def kafka_python(self) -> dict[str, str]:
         """Keyword arguments for KafkaProducer, KafkaConsumer and KafkaAdminClient."""
-        return {"security_protocol": PROTOCOL, "sasl_mechanism": self.mechanism,
-                "sasl_plain_username": self.username, "sasl_plain_password": self.password}
+        return {
+            "security_protocol": PROTOCOL,
+            "sasl_mechanism": self.mechanism,
+            "sasl_plain_username": self.username,
+            "sasl_plain_password": self.password,
+        }
 
     def jaas(self) -> str:
-        module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if self.mechanism == PLAIN
-                  else "org.apache.kafka.common.security.scram.ScramLoginModule")
+        module = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule"
+            if self.mechanism == PLAIN
+            else "org.apache.kafka.common.security.scram.ScramLoginModule"
+        )
         return f'{module} required username="{self.username}" password="{self.password}";'
 
     def java(self) -> dict[str, str]:
         """The same as Java client properties (Spark's "kafka." options, Kafka's own tools)."""
-        return {"security.protocol": PROTOCOL, "sasl.mechanism": self.mechanism,
-                "sasl.jaas.config": self.jaas()}
+        return {"security.protocol": PROTOCOL, "sasl.mechanism": self.mechanism, "sasl.jaas.config": self.jaas()}
 
     def librdkafka(self) -> dict[str, str]:
         """The same for librdkafka (confluent-kafka's Producer, Consumer and AdminClient)."""
-        return {"security.protocol": PROTOCOL, "sasl.mechanism": self.mechanism,
-                "sasl.username": self.username, "sasl.password": self.password}
+        return {
+            "security.protocol": PROTOCOL,
+            "sasl.mechanism": self.mechanism,
+            "sasl.username": self.username,
+            "sasl.password": self.password,
+        }
 
     def __repr__(self) -> str:  # never print a password by accident
         return f"Account({self.username!r}, mechanism={self.mechanism!r})"
@@ -167,34 +176,62 @@ def admin_client_for(client_id: str, connection: dict, **overrides):
 # --- what a namespace's user may do --------------------------------------------------------
 def namespace_acls(user: str, namespace: str) -> list:
     """The ACLs of a namespace's user: everything a lab needs on "<namespace>." names."""
-    from kafka.admin import (ACL, ACLOperation as Op, ACLPermissionType, ACLResourcePatternType,
-                             ResourcePattern, ResourceType)
+    from kafka.admin import (
+        ACL,
+        ACLOperation as Op,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePattern,
+        ResourceType,
+    )
 
     allowed = {
         # No ALTER: adding partitions to a topic has no budget hook in the brokers.
-        ResourceType.TOPIC: (Op.CREATE, Op.DELETE, Op.READ, Op.WRITE, Op.DESCRIBE,
-                             Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+        ResourceType.TOPIC: (
+            Op.CREATE,
+            Op.DELETE,
+            Op.READ,
+            Op.WRITE,
+            Op.DESCRIBE,
+            Op.DESCRIBE_CONFIGS,
+            Op.ALTER_CONFIGS,
+        ),
         ResourceType.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
         ResourceType.TRANSACTIONAL_ID: (Op.WRITE, Op.DESCRIBE),
     }
-    return [ACL(f"User:{user}", "*", op, ACLPermissionType.ALLOW,
-                ResourcePattern(kind, namespace + ".", ACLResourcePatternType.PREFIXED))
-            for kind, ops in allowed.items() for op in ops]
+    return [
+        ACL(
+            f"User:{user}",
+            "*",
+            op,
+            ACLPermissionType.ALLOW,
+            ResourcePattern(kind, namespace + ".", ACLResourcePatternType.PREFIXED),
+        )
+        for kind, ops in allowed.items()
+        for op in ops
+    ]
 
 
 def read_only_acls(user: str, topics=(), groups=()) -> list:
     """DENY rules that keep a namespace's user from changing what a check's truth depends on
     (a topic the grader filled, a group the grader runs). Deny beats allow in Kafka."""
-    from kafka.admin import (ACL, ACLOperation as Op, ACLPermissionType, ACLResourcePatternType,
-                             ResourcePattern, ResourceType)
+    from kafka.admin import (
+        ACL,
+        ACLOperation as Op,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePattern,
+        ResourceType,
+    )
 
     def deny(kind, name, op):
-        return ACL(f"User:{user}", "*", op, ACLPermissionType.DENY,
-                   ResourcePattern(kind, name, ACLResourcePatternType.LITERAL))
+        return ACL(
+            f"User:{user}", "*", op, ACLPermissionType.DENY, ResourcePattern(kind, name, ACLResourcePatternType.LITERAL)
+        )
 
-    return ([deny(ResourceType.TOPIC, t, op) for t in topics
-             for op in (Op.WRITE, Op.DELETE, Op.ALTER_CONFIGS)]
-            + [deny(ResourceType.GROUP, g, op) for g in groups for op in (Op.READ, Op.DELETE)])
+    return [deny(ResourceType.TOPIC, t, op) for t in topics for op in (Op.WRITE, Op.DELETE, Op.ALTER_CONFIGS)] + [
+        deny(ResourceType.GROUP, g, op) for g in groups for op in (Op.READ, Op.DELETE)
+    ]
 
 
 def _raise_acl_errors(result: dict, what: str) -> None:
@@ -208,10 +245,12 @@ def grant(admin, account: Account, namespace: str) -> None:
     from kafka.admin import UserScramCredentialUpsertion
 
     errors = admin.alter_user_scram_credentials(
-        [UserScramCredentialUpsertion(account.username, account.mechanism, account.password)])
+        [UserScramCredentialUpsertion(account.username, account.mechanism, account.password)]
+    )
     if errors.get(account.username):
-        raise RuntimeError(f"The brokers refused to set the password of {account.username!r}: "
-                           f"{errors[account.username]}")
+        raise RuntimeError(
+            f"The brokers refused to set the password of {account.username!r}: {errors[account.username]}"
+        )
     acls = namespace_acls(account.username, namespace)
     _raise_acl_errors(admin.create_acls(acls), f"grant {account.username!r} its namespace")
     # The controller has them now; each broker learns them a moment later. The user may log in
@@ -225,8 +264,13 @@ def allow_cluster_view(admin, user: str) -> None:
     cluster of the student's own (lab 7), where the quorum is part of the lesson."""
     from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
 
-    acl = ACL(f"User:{user}", "*", ACLOperation.DESCRIBE, ACLPermissionType.ALLOW,
-              ResourcePattern(ResourceType.CLUSTER, "kafka-cluster", ACLResourcePatternType.LITERAL))
+    acl = ACL(
+        f"User:{user}",
+        "*",
+        ACLOperation.DESCRIBE,
+        ACLPermissionType.ALLOW,
+        ResourcePattern(ResourceType.CLUSTER, "kafka-cluster", ACLResourcePatternType.LITERAL),
+    )
     _raise_acl_errors(admin.create_acls([acl]), f"let {user!r} see the cluster")
 
 
@@ -239,17 +283,23 @@ def protect(admin, user: str, topics=(), groups=()) -> None:
 
 def revoke(admin, user: str) -> None:
     """Delete the user's password and every ACL that names it."""
-    from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
-                             ResourcePatternFilter, ResourceType, UserScramCredentialDeletion)
+    from kafka.admin import (
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePatternFilter,
+        ResourceType,
+        UserScramCredentialDeletion,
+    )
     from kafka.errors import ResourceNotFoundError
 
-    try:   # the password first: once the ACLs are gone everywhere, so is the password (metadata is ordered)
+    try:  # the password first: once the ACLs are gone everywhere, so is the password (metadata is ordered)
         admin.alter_user_scram_credentials([UserScramCredentialDeletion(user, SCRAM)])
     except ResourceNotFoundError:
         pass
     everything = ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY)
-    admin.delete_acls([ACLFilter(f"User:{user}", None, ACLOperation.ANY, ACLPermissionType.ANY,
-                                 everything)])
+    admin.delete_acls([ACLFilter(f"User:{user}", None, ACLOperation.ANY, ACLPermissionType.ANY, everything)])
     wait_until_every_broker(admin, user, lambda found: found == 0, "forget")
 
 
@@ -258,15 +308,21 @@ def acl_count_on(admin, node_id: int, user: str) -> int:
     from kafka.admin import ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourceType
     from kafka.protocol.admin import DescribeAclsRequest
 
-    request = DescribeAclsRequest(resource_type_filter=ResourceType.ANY, resource_name_filter=None,
-                                  pattern_type_filter=ACLResourcePatternType.ANY, principal_filter=f"User:{user}",
-                                  host_filter=None, operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY)
+    request = DescribeAclsRequest(
+        resource_type_filter=ResourceType.ANY,
+        resource_name_filter=None,
+        pattern_type_filter=ACLResourcePatternType.ANY,
+        principal_filter=f"User:{user}",
+        host_filter=None,
+        operation=ACLOperation.ANY,
+        permission_type=ACLPermissionType.ANY,
+    )
     response = ask(admin, request, node_id)
     return sum(len(r.acls) for r in response.resources)
 
 
-DOWN = "down"              # a broker wait_until_every_broker left out
-DOWN_AFTER_S = 5.0         # unreachable this long: down, not just back
+DOWN = "down"  # a broker wait_until_every_broker left out
+DOWN_AFTER_S = 5.0  # unreachable this long: down, not just back
 
 
 def wait_until_every_broker(admin, user: str, done, what: str, timeout_s: float = 30.0) -> None:
@@ -280,6 +336,7 @@ def wait_until_every_broker(admin, user: str, done, what: str, timeout_s: float 
     unreachable = (UnknownBrokerIdError, NodeNotReadyError, KafkaConnectionError, RequestTimedOutError)
     unreachable_since: dict[int, float] = {}
     for node in brokers:
+
         def count(node=node):
             try:
                 return acl_count_on(admin, node, user)
@@ -291,12 +348,19 @@ def wait_until_every_broker(admin, user: str, done, what: str, timeout_s: float 
                     return DOWN
                 raise
 
-        waited = wait_for(count, timeout_s=timeout_s, until=lambda found: found == DOWN or done(found),
-                          every_s=0.05, retry_on=unreachable)
+        waited = wait_for(
+            count,
+            timeout_s=timeout_s,
+            until=lambda found: found == DOWN or done(found),
+            every_s=0.05,
+            retry_on=unreachable,
+        )
         if not waited:
             last = waited.last if isinstance(waited.last, Exception) else f"it knows {waited.last} ACLs"
-            raise RuntimeError(f"Broker {node} did not {what} the rights of {user!r} within {timeout_s:.0f} s "
-                               f"(last: {last}); see `python -m cluster status`.")
+            raise RuntimeError(
+                f"Broker {node} did not {what} the rights of {user!r} within {timeout_s:.0f} s "
+                f"(last: {last}); see `python -m cluster status`."
+            )
 
 
 def users(admin) -> list[str]:
@@ -310,14 +374,17 @@ def set_quotas(admin, user: str | None, quotas: dict[str, float]) -> None:
     kafka-python has the AlterClientQuotas message but no method for it yet; this sends it."""
     from kafka.protocol.admin import AlterClientQuotasRequest as Req
 
-    entry = Req.EntryData(entity=[Req.EntryData.EntityData(entity_type="user", entity_name=user)],
-                          ops=[Req.EntryData.OpData(key=k, value=float(v), remove=False)
-                               for k, v in quotas.items()])
+    entry = Req.EntryData(
+        entity=[Req.EntryData.EntityData(entity_type="user", entity_name=user)],
+        ops=[Req.EntryData.OpData(key=k, value=float(v), remove=False) for k, v in quotas.items()],
+    )
     response = ask(admin, Req(entries=[entry], validate_only=False))
     for result in response.entries:
         if result.error_code:
-            raise RuntimeError(f"The brokers refused quotas for {user or 'every user'}: "
-                               f"{result.error_message} (error {result.error_code})")
+            raise RuntimeError(
+                f"The brokers refused quotas for {user or 'every user'}: "
+                f"{result.error_message} (error {result.error_code})"
+            )
 
 
 def describe_quotas(admin, user: str | None) -> dict[str, float]:
@@ -325,8 +392,7 @@ def describe_quotas(admin, user: str | None) -> dict[str, float]:
     from kafka.protocol.admin import DescribeClientQuotasRequest as Req
 
     match_type = 1 if user is None else 0  # 0: exactly this name, 1: the default user
-    request = Req(components=[Req.ComponentData(entity_type="user", match_type=match_type,
-                                                match=user)], strict=True)
+    request = Req(components=[Req.ComponentData(entity_type="user", match_type=match_type, match=user)], strict=True)
     response = ask(admin, request)
     if response.error_code:
         raise RuntimeError(f"Describing quotas failed: {response.error_message}")

@@ -1,14 +1,14 @@
 """The local three-node Kafka cluster as one object with a few verbs.
 
-    from cluster import Cluster
-    c = Cluster()
-    c.up()                      # returns when the cluster works: 3 brokers, an RF-3 topic made
-    c.status()                  # one NodeStatus per node
-    c.kill_broker(2)            # SIGKILL, as in a power cut
-    c.start_broker(2)           # back with its data; returns when it is in the metadata again
-    with c.stopped(broker=3):   # a broker down for the length of a block
-        ...
-    c.down(wipe=False)
+from cluster import Cluster
+c = Cluster()
+c.up()                      # returns when the cluster works: 3 brokers, an RF-3 topic made
+c.status()                  # one NodeStatus per node
+c.kill_broker(2)            # SIGKILL, as in a power cut
+c.start_broker(2)           # back with its data; returns when it is in the metadata again
+with c.stopped(broker=3):   # a broker down for the length of a block
+    ...
+c.down(wipe=False)
 """
 
 from __future__ import annotations
@@ -36,18 +36,26 @@ from .waiting import wait_for
 
 logger = logging.getLogger(__name__)
 READY_TOPIC = "course-ready-check"
-PROBE_USER = "course-probe"   # a SCRAM user of the course's own: can students log in?
+PROBE_USER = "course-probe"  # a SCRAM user of the course's own: can students log in?
 POLL_S = 0.25  # how often a bounded wait looks again
 # kafka-python's names for a login the broker answered and refused (not a timeout or an
 # unknown broker: a broker still starting, which writing the passwords again cannot help)
 AUTH_REFUSALS = ("SaslAuthenticationFailedError", "IllegalSaslStateError", "UnsupportedSaslMechanismError")
-REWRITE_AFTER_S = 10   # refused for the password this long: write the users again
+REWRITE_AFTER_S = 10  # refused for the password this long: write the users again
 
-WIPE_HINT = ("If you do not need the data, start afresh with `python -m cluster down --wipe` "
-             "(or `make down` then delete {home}), then `python -m cluster up`.")
+WIPE_HINT = (
+    "If you do not need the data, start afresh with `python -m cluster down --wipe` "
+    "(or `make down` then delete {home}), then `python -m cluster up`."
+)
 # Words in a broker's log that mean its data folder, not its configuration, is the problem.
-DATA_PROBLEMS = ("meta.properties", "Invalid cluster.id", "CorruptRecordException",
-                 "InconsistentClusterIdException", "has not been formatted", "directory.id")
+DATA_PROBLEMS = (
+    "meta.properties",
+    "Invalid cluster.id",
+    "CorruptRecordException",
+    "InconsistentClusterIdException",
+    "has not been formatted",
+    "directory.id",
+)
 
 
 @dataclass
@@ -55,6 +63,7 @@ class Rejoin:
     """Where a broker's start went (seconds from the start): listed by the cluster, then students'
     logins working on it; the login refusals seen meanwhile, by kind; whether the users' passwords
     had to be written again."""
+
     listed_s: float = 0.0
     logins_s: float = 0.0
     refused: Counter[str] = field(default_factory=Counter)
@@ -64,20 +73,26 @@ class Rejoin:
 @dataclass
 class NodeStatus:
     id: int
-    state: str                      # "alive", "stopped" or "dead" (killed or crashed)
+    state: str  # "alive", "stopped" or "dead" (killed or crashed)
     pid: int | None
     ports: dict[str, int]
     active_controller: bool | None = None
-    leaders: int | None = None      # partition leaders this broker holds
+    leaders: int | None = None  # partition leaders this broker holds
     rss_mb: float = 0.0
 
     def row(self) -> list[str]:
         role = {True: "active", False: "follower", None: "-"}[self.active_controller]
-        return [str(self.id), self.state, str(self.pid or "-"),
-                str(self.ports["EXTERNAL"]), str(self.ports["INTERNAL"]), str(self.ports["CONTROLLER"]),
-                role if self.state == "alive" else "-",
-                "-" if self.leaders is None else str(self.leaders),
-                f"{self.rss_mb:.0f}" if self.rss_mb else "-"]
+        return [
+            str(self.id),
+            self.state,
+            str(self.pid or "-"),
+            str(self.ports["EXTERNAL"]),
+            str(self.ports["INTERNAL"]),
+            str(self.ports["CONTROLLER"]),
+            role if self.state == "alive" else "-",
+            "-" if self.leaders is None else str(self.leaders),
+            f"{self.rss_mb:.0f}" if self.rss_mb else "-",
+        ]
 
 
 STATUS_HEADER = ["node", "state", "pid", "client", "internal", "controller", "quorum", "leaders", "rss MB"]
@@ -86,6 +101,7 @@ STATUS_HEADER = ["node", "state", "pid", "client", "internal", "controller", "qu
 class _Kept(logging.Handler):
     """The errors kafka-python logged (and did not raise: its bootstrap retries a refused login
     until its timeout, then raises KafkaTimeoutError with no word of why)."""
+
     def __init__(self):
         super().__init__(logging.WARNING)
         self.errors: list[BaseException] = []
@@ -102,8 +118,11 @@ def _quiet_kafka_logs():
     old, propagate, kept = kafka_logger.level, kafka_logger.propagate, _Kept()
     # a logging.config.dictConfig elsewhere in the process (Jupyter's, JupyterHub's) disables
     # every logger it does not name, kafka-python's included: their records would never come
-    family = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
-              if name == "kafka" or name.startswith("kafka.")]
+    family = [
+        logging.getLogger(name)
+        for name in list(logging.root.manager.loggerDict)
+        if name == "kafka" or name.startswith("kafka.")
+    ]
     disabled = [lg.disabled for lg in family]
     for lg in family:
         lg.disabled = False
@@ -183,8 +202,10 @@ class Cluster:
             node.write_config(self.secrets)
         unformatted = [n for n in to_start if n.meta_properties() is None]
         self._format(unformatted, java_bin, classpath, cluster_id)
-        echo(f"Starting node{'s' if len(to_start) > 1 else ''} "
-             f"{', '.join(str(n.id) for n in to_start)} (Kafka {S.kafka_version()}) in {self.cfg.home}")
+        echo(
+            f"Starting node{'s' if len(to_start) > 1 else ''} "
+            f"{', '.join(str(n.id) for n in to_start)} (Kafka {S.kafka_version()}) in {self.cfg.home}"
+        )
         began = time.monotonic()
         for node in to_start:
             node.start(java_bin, classpath)
@@ -198,7 +219,7 @@ class Cluster:
     def set_up_access(self) -> None:
         """Default quotas, and the users of the namespaces this cluster has seen (idempotent:
         a cluster whose data was kept has them already)."""
-        self.secrets.student(PROBE_USER, create=True)   # the user readiness checks log in as
+        self.secrets.student(PROBE_USER, create=True)  # the user readiness checks log in as
         with self.admin() as admin:
             accounts.setup_cluster(admin)
             for ns, password in self.secrets.ensure().get("students", {}).items():
@@ -208,7 +229,7 @@ class Cluster:
         """A user for a namespace on this cluster (the laptop's default student, a test), its
         password kept in the secrets file."""
         account = self.secrets.student(namespace, create=True)
-        assert account is not None   # create=True: made if missing
+        assert account is not None  # create=True: made if missing
         with self.admin() as admin:
             accounts.grant(admin, account, namespace)
         return account
@@ -222,8 +243,9 @@ class Cluster:
                         f"Port {port} ({name} listener of node {node.id}) is already in use by {holder}. "
                         "Nothing was started.",
                         hint="Stop that program, or run this cluster on other ports: "
-                             f"COURSE_PORT_BASE=19092 python -m cluster up (ports {S.PORT_BLOCK} apart "
-                             "from the base are used for each listener).")
+                        f"COURSE_PORT_BASE=19092 python -m cluster up (ports {S.PORT_BLOCK} apart "
+                        "from the base are used for each listener).",
+                    )
 
     def _check_port_base(self, running: bool) -> None:
         """A cluster with nodes running stays on its ports: an `up` that names others is refused
@@ -234,8 +256,9 @@ class Cluster:
                 f"The cluster in {self.cfg.home} is running on ports from {recorded}, not {self.cfg.port_base}. "
                 "Nothing was started.",
                 hint=f"Leave COURSE_PORT_BASE unset (every command finds the cluster's ports in its folder), or "
-                     f"set it to {recorded}; to move the cluster to other ports, stop it first (make down / "
-                     "python -m cluster down), then start it with the new COURSE_PORT_BASE.")
+                f"set it to {recorded}; to move the cluster to other ports, stop it first (make down / "
+                "python -m cluster down), then start it with the new COURSE_PORT_BASE.",
+            )
 
     def _record_port_base(self) -> None:
         """Write the ports this start uses into cluster.json, where Settings.from_env finds them."""
@@ -260,23 +283,29 @@ class Cluster:
             if leftovers:
                 raise ClusterError(
                     f"{leftovers[0].data_dir} holds data, but {self.state_file} that names its cluster "
-                    "is missing: a stale or half-deleted cluster folder.", hint=hint)
+                    "is missing: a stale or half-deleted cluster folder.",
+                    hint=hint,
+                )
             cluster_id = new_cluster_id()
             home.mkdir(parents=True, exist_ok=True)
-            home.chmod(0o700)   # brokers' data and the course's passwords: nobody else's to read
-            self.state_file.write_text(json.dumps({"cluster_id": cluster_id,
-                                                   "kafka_version": S.kafka_version()}, indent=2))
+            home.chmod(0o700)  # brokers' data and the course's passwords: nobody else's to read
+            self.state_file.write_text(
+                json.dumps({"cluster_id": cluster_id, "kafka_version": S.kafka_version()}, indent=2)
+            )
         for node in self.nodes.values():
             meta = node.meta_properties()
             if meta is None:
                 if node.data_dir.exists() and any(p.name != "bootstrap.checkpoint" for p in node.data_dir.iterdir()):
-                    raise ClusterError(f"{node.data_dir} holds data but no meta.properties: "
-                                       "the folder is corrupt.", hint=hint)
+                    raise ClusterError(
+                        f"{node.data_dir} holds data but no meta.properties: the folder is corrupt.", hint=hint
+                    )
                 continue
             if meta.get("cluster.id") != cluster_id or meta.get("node.id") != str(node.id):
                 raise ClusterError(
                     f"{node.data_dir} belongs to another cluster (cluster.id={meta.get('cluster.id')}, "
-                    f"node.id={meta.get('node.id')}; expected {cluster_id}, node {node.id}).", hint=hint)
+                    f"node.id={meta.get('node.id')}; expected {cluster_id}, node {node.id}).",
+                    hint=hint,
+                )
         return cluster_id
 
     def _format(self, nodes: list[Node], java_bin: str, classpath, cluster_id: str) -> None:
@@ -289,9 +318,11 @@ class Cluster:
             results = list(pool.map(lambda n: n.format_storage(java_bin, classpath, cluster_id), nodes))
         for node, res in zip(nodes, results):
             if res.returncode != 0:
-                raise ClusterError(f"Formatting the data folder of node {node.id} failed (exit {res.returncode}).",
-                                   log_tail=(res.stdout + res.stderr).strip()[-3000:],
-                                   hint=WIPE_HINT.format(home=self.cfg.home))
+                raise ClusterError(
+                    f"Formatting the data folder of node {node.id} failed (exit {res.returncode}).",
+                    log_tail=(res.stdout + res.stderr).strip()[-3000:],
+                    hint=WIPE_HINT.format(home=self.cfg.home),
+                )
 
     # --- readiness ---------------------------------------------------------------------------
     def admin_connection(self) -> dict:
@@ -300,13 +331,14 @@ class Cluster:
 
     def admin(self, **overrides):
         """A kafka-python admin client for this cluster, logged in as the course's admin."""
-        return accounts.admin_client_for("course-cluster", self.admin_connection(),
-                                         **{"request_timeout_ms": 10_000, **overrides})
+        return accounts.admin_client_for(
+            "course-cluster", self.admin_connection(), **{"request_timeout_ms": 10_000, **overrides}
+        )
 
     def _poll(self, probe, watch: list[Node], timeout: float) -> tuple[bool, object]:
         """Call probe(admin) -> (done, what) until done or the deadline; fail fast if a node in
         `watch` exits. Returns (done, the last thing seen) for the caller's message."""
-        client: list = []   # the admin client of the tries so far, if it still works
+        client: list = []  # the admin client of the tries so far, if it still works
 
         def ask() -> tuple[bool, object]:
             self._fail_if_exited(watch)
@@ -329,8 +361,9 @@ class Cluster:
                     client.pop().close()
         return waited.done, waited.last[1]
 
-    def wait_ready(self, timeout: float = S.READY_TIMEOUT_S, started: list[Node] | None = None,
-                   fail_fast: bool = True) -> None:
+    def wait_ready(
+        self, timeout: float = S.READY_TIMEOUT_S, started: list[Node] | None = None, fail_fast: bool = True
+    ) -> None:
         """Return when the cluster works: all three brokers are in the metadata and a topic
         with replication factor 3 can be created with all replicas in sync, and each node in
         `started` (default: all) takes students' logins. Fails fast, with the log's tail, if a
@@ -343,22 +376,30 @@ class Cluster:
                 self._wait_logins(node, timeout)
             return
         dead = [n for n in self.nodes.values() if n.process() is None]
-        down = (f"Node{'s' if len(dead) > 1 else ''} {', '.join(str(n.id) for n in dead)} "
-                f"not running: `python -m cluster up` starts {'them' if len(dead) > 1 else 'it'} again. " if dead else "")
+        down = (
+            f"Node{'s' if len(dead) > 1 else ''} {', '.join(str(n.id) for n in dead)} "
+            f"not running: `python -m cluster up` starts {'them' if len(dead) > 1 else 'it'} again. "
+            if dead
+            else ""
+        )
         raise ClusterError(
             f"The cluster did not become ready within {timeout:.0f} s (last: {last_error}).",
             log_tail="\n".join(f"--- node {n.id} ---\n{n.log_tail(10)}" for n in (dead or started)[:3]),
             hint=down + "See `python -m cluster status` and `python -m cluster logs`. On a slow or busy "
-                 "machine, close other programs and try again.")
+            "machine, close other programs and try again.",
+        )
 
     def _fail_if_exited(self, started: list[Node]) -> None:
         for node in started:
             if node.process() is None:
                 tail = node.log_tail(30)
                 data_problem = any(word in tail for word in DATA_PROBLEMS)
-                hint = (WIPE_HINT.format(home=self.cfg.home) if data_problem else
-                        f"Read the whole log with `python -m cluster logs {node.id}`. "
-                        "Low memory? Close other programs; each broker needs about 400 MB.")
+                hint = (
+                    WIPE_HINT.format(home=self.cfg.home)
+                    if data_problem
+                    else f"Read the whole log with `python -m cluster logs {node.id}`. "
+                    "Low memory? Close other programs; each broker needs about 400 MB."
+                )
                 raise ClusterError(f"Node {node.id} exited during start-up.", log_tail=tail, hint=hint)
 
     def _works(self, admin) -> tuple[bool, str]:
@@ -384,8 +425,11 @@ class Cluster:
         for node in self.nodes.values():
             proc = node.process()
             state = "alive" if proc else ("dead" if node.was_killed() else "stopped")
-            rows.append(NodeStatus(node.id, state, proc.pid if proc else None, self.cfg.ports(node.id),
-                                   rss_mb=node.rss_bytes() / 2**20))
+            rows.append(
+                NodeStatus(
+                    node.id, state, proc.pid if proc else None, self.cfg.ports(node.id), rss_mb=node.rss_bytes() / 2**20
+                )
+            )
         if any(r.state == "alive" for r in rows):
             self._add_cluster_view(rows)
         return rows
@@ -453,8 +497,9 @@ class Cluster:
 
         ok, last = self._poll(listed, [node], timeout)
         if not ok:
-            raise ClusterError(f"Broker {node.id} did not rejoin within {timeout:.0f} s (last: {last}).",
-                               log_tail=node.log_tail(20))
+            raise ClusterError(
+                f"Broker {node.id} did not rejoin within {timeout:.0f} s (last: {last}).", log_tail=node.log_tail(20)
+            )
 
     def _wait_logins(self, node: Node, timeout: float, rejoin: Rejoin | None = None) -> None:
         """Ready means working for students too: a broker back from a crash is listed before it
@@ -472,16 +517,17 @@ class Cluster:
         if probe is None:
             return
         deadline, repaired = time.monotonic() + timeout, False
-        refused_since = None   # since when the broker answers and refuses the password
+        refused_since = None  # since when the broker answers and refuses the password
         while (refused := self._login_refused(node, probe)) is not None:
             logger.debug("broker %s: the probe's login failed: %s", node.id, refused)
             if rejoin is not None:
                 rejoin.refused[refused.split(":")[0]] += 1
             if time.monotonic() > deadline:
-                raise ClusterError(f"Broker {node.id} is back but refuses students' logins after {timeout:.0f} s "
-                                   f"(last: {refused}).",
-                                   log_tail=node.log_tail(20), hint="Restart it: `python -m cluster stop-broker "
-                                   f"{node.id}` then `start-broker {node.id}`.")
+                raise ClusterError(
+                    f"Broker {node.id} is back but refuses students' logins after {timeout:.0f} s (last: {refused}).",
+                    log_tail=node.log_tail(20),
+                    hint=f"Restart it: `python -m cluster stop-broker {node.id}` then `start-broker {node.id}`.",
+                )
             if not refused.startswith(AUTH_REFUSALS):
                 refused_since = None
             elif refused_since is None:
@@ -492,7 +538,7 @@ class Cluster:
                     repaired = True
                     if rejoin is not None:
                         rejoin.users_rewritten = True
-                except (KafkaError, RuntimeError) as e:   # a broker still reopening thousands of logs (a
+                except (KafkaError, RuntimeError) as e:  # a broker still reopening thousands of logs (a
                     # class's cluster): it cannot learn the rights yet; try again later
                     logger.info("writing the users again failed (%s); trying again", e)
                     refused_since = time.monotonic()
@@ -505,9 +551,12 @@ class Cluster:
 
         with _quiet_kafka_logs() as kept:
             try:
-                client = KafkaAdminClient(bootstrap_servers=f"{self.cfg.host}:{self.cfg.port(node.id)}",
-                                          bootstrap_timeout_ms=3000, request_timeout_ms=3000,
-                                          **account.kafka_python())
+                client = KafkaAdminClient(
+                    bootstrap_servers=f"{self.cfg.host}:{self.cfg.port(node.id)}",
+                    bootstrap_timeout_ms=3000,
+                    request_timeout_ms=3000,
+                    **account.kafka_python(),
+                )
             except Exception as e:
                 # a refused password surfaces as a bootstrap timeout; its cause was only logged
                 e = next((k for k in kept.errors if type(k).__name__ in AUTH_REFUSALS), e)

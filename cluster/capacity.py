@@ -46,21 +46,29 @@ BASE_HEAP_MB, BASE_PARTITIONS, HEAP_MB_PER_1000 = 256, 3_000, 64
 @dataclass(frozen=True)
 class Plan:
     students: int
-    partitions: int       # what the class and its gradings may hold at once (RF 3)
-    heap_mb: int          # each broker's
+    partitions: int  # what the class and its gradings may hold at once (RF 3)
+    heap_mb: int  # each broker's
     fits: bool
 
     def summary(self) -> str:
-        return (f"{self.students} students hold up to {self.partitions:,} partitions (RF 3): "
-                f"{FOOTPRINT_PARTITIONS} each for one lab's topics, and {S.PARTITION_BUDGET} for each of "
-                f"{GRADINGS_AT_ONCE} gradings at once" + ("" if self.fits else
-                f", more than the {max_partitions():,} one cluster holds with a broker back within a minute of "
-                "a crash under a class's load (COURSE_MAX_PARTITIONS: measured on 2 cores)"))
+        return (
+            f"{self.students} students hold up to {self.partitions:,} partitions (RF 3): "
+            f"{FOOTPRINT_PARTITIONS} each for one lab's topics, and {S.PARTITION_BUDGET} for each of "
+            f"{GRADINGS_AT_ONCE} gradings at once"
+            + (
+                ""
+                if self.fits
+                else f", more than the {max_partitions():,} one cluster holds with a broker back within a minute of "
+                "a crash under a class's load (COURSE_MAX_PARTITIONS: measured on 2 cores)"
+            )
+        )
 
     def advice(self) -> str:
-        return (f"Split the class across clusters (a hub each, up to {max_students():,} students), or run it on "
-                "Kubernetes (python -m cluster k8s, docs/scaling.md). On a machine with more cores, measure what "
-                "it holds (python -m bench --only load --students N) and set COURSE_MAX_PARTITIONS.")
+        return (
+            f"Split the class across clusters (a hub each, up to {max_students():,} students), or run it on "
+            "Kubernetes (python -m cluster k8s, docs/scaling.md). On a machine with more cores, measure what "
+            "it holds (python -m bench --only load --students N) and set COURSE_MAX_PARTITIONS."
+        )
 
 
 def max_partitions() -> int:

@@ -18,7 +18,7 @@ def configure(verbosity: int) -> None:
     """Logging (0: warnings only; 1: the kit's own steps; 2: debug, every library) and SIGTERM."""
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(level=level, format=FORMAT, datefmt="%H:%M:%S")
-    if verbosity < 2:   # kafka-python logs every reconnect, and a killed broker as ERRORs: expected, not ours
+    if verbosity < 2:  # kafka-python logs every reconnect, and a killed broker as ERRORs: expected, not ours
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
         # jupyter_client warns through traitlets' logger when a finished kernel client's ZMQ
         # context is already gone ("Could not destroy zmq context"): harmless, every grading

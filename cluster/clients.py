@@ -109,8 +109,10 @@ def account() -> Account:
     if user and password:
         return Account(user, password)
     if mode() != "local":
-        raise ValueError(f"COURSE_MODE={mode()} needs KAFKA_USERNAME and KAFKA_PASSWORD (your login to "
-                         "the course's Kafka cluster); ask your course admin.")
+        raise ValueError(
+            f"COURSE_MODE={mode()} needs KAFKA_USERNAME and KAFKA_PASSWORD (your login to "
+            "the course's Kafka cluster); ask your course admin."
+        )
     return local_student(namespace())
 
 
@@ -124,8 +126,10 @@ def local_student(ns: str) -> Account:
     if found is not None:
         return found
     if not cluster.secrets.exists():
-        raise ValueError(f"No local cluster has been set up in {cluster.cfg.home}. Start it with "
-                         "`make up` (or `python -m cluster up`), then run this again.")
+        raise ValueError(
+            f"No local cluster has been set up in {cluster.cfg.home}. Start it with "
+            "`make up` (or `python -m cluster up`), then run this again."
+        )
     return cluster.add_student(ns)
 
 
@@ -147,24 +151,28 @@ def admin_connection() -> dict:
     password = settings.env("KAFKA_ADMIN_PASSWORD")
     if password:
         servers = settings.env("KAFKA_ADMIN_BOOTSTRAP_SERVERS") or (
-            COMPOSE_BOOTSTRAP if mode() == "compose" else bootstrap_servers())
+            COMPOSE_BOOTSTRAP if mode() == "compose" else bootstrap_servers()
+        )
         return {"bootstrap_servers": servers, **Account("admin", password, PLAIN).kafka_python()}
     cfg = Settings.from_env()
     secrets = Secrets(cfg.home)
     if not secrets.exists():
-        raise ValueError(f"No local cluster has been set up in {cfg.home} (its secrets file is missing) and "
-                         "KAFKA_ADMIN_PASSWORD is not set. Start the cluster with `python -m cluster up`.")
+        raise ValueError(
+            f"No local cluster has been set up in {cfg.home} (its secrets file is missing) and "
+            "KAFKA_ADMIN_PASSWORD is not set. Start the cluster with `python -m cluster up`."
+        )
     return {"bootstrap_servers": cfg.internal_bootstrap_servers, **secrets.admin().kafka_python()}
 
 
 def group_ids(admin) -> list[str]:
     """The ids of the consumer groups `admin` may see (kafka-python 3 lists each as a dict)."""
-    return sorted(str(g["group_id"] if isinstance(g, dict) else g[0] if isinstance(g, tuple) else g.group_id)
-                  for g in admin.list_groups())
+    return sorted(
+        str(g["group_id"] if isinstance(g, dict) else g[0] if isinstance(g, tuple) else g.group_id)
+        for g in admin.list_groups()
+    )
 
 
 def admin_client(client_id: str, connection: dict | None = None, **overrides):
     """A KafkaAdminClient logged in with `connection` (default: the course's admin, see
     admin_connection()); `overrides` are kafka-python's settings (e.g. request_timeout_ms)."""
-    return accounts.admin_client_for(client_id, admin_connection() if connection is None else connection,
-                                     **overrides)
+    return accounts.admin_client_for(client_id, admin_connection() if connection is None else connection, **overrides)

@@ -26,8 +26,7 @@ def _builder():
 
     cache = settings.jars_cache()
     context = MavenContext(repo_cache=cache / "m2", remote_repos={"central": MAVEN_CENTRAL})
-    return EnvironmentBuilder(context=context, cache_dir=cache / "envs",
-                              link_strategy=LinkStrategy.AUTO)
+    return EnvironmentBuilder(context=context, cache_dir=cache / "envs", link_strategy=LinkStrategy.AUTO)
 
 
 def bundle(name: str, update: bool = False):
@@ -40,7 +39,7 @@ def bundle(name: str, update: bool = False):
     coords = settings.pins()["maven"][name]
     try:
         lock = open(settings.jars_cache() / ".envs.lock", "a")
-    except OSError:      # a read-only cache (the grading sandbox's): nothing is built there
+    except OSError:  # a read-only cache (the grading sandbox's): nothing is built there
         lock = None
     try:
         if lock:
@@ -51,8 +50,9 @@ def bundle(name: str, update: bool = False):
             f"Could not fetch the {name} jars ({', '.join(c.rstrip('!') for c in coords)}) "
             f"from Maven Central: {type(e).__name__}: {e}",
             hint="The first run needs the network to reach Maven Central; later runs use "
-                 f"the cache in {settings.jars_cache()}. Check your connection or proxy "
-                 "(HTTPS_PROXY) and run `make jars` again.") from e
+            f"the cache in {settings.jars_cache()}. Check your connection or proxy "
+            "(HTTPS_PROXY) and run `make jars` again.",
+        ) from e
     finally:
         if lock:
             lock.close()
@@ -68,7 +68,7 @@ def jars(name: str) -> list[Path]:
     for d in env.lockfile.dependencies:
         file = f"{d.artifactId}-{d.version}" + (f"-{d.classifier}" if d.classifier else "") + ".jar"
         found.append(repo / d.groupId.replace(".", "/") / d.artifactId / d.version / file)
-    if not all(p.exists() for p in found):       # a cache laid out otherwise: the links, then
+    if not all(p.exists() for p in found):  # a cache laid out otherwise: the links, then
         found = list(env.all_jars)
     return sorted(found, key=lambda p: p.name)
 
@@ -79,8 +79,10 @@ def kafka_classpath() -> list[Path]:
     if home:
         libs = sorted((Path(home) / "libs").glob("*.jar"))
         if not libs:
-            raise ClusterError(f"KAFKA_HOME={home} has no libs/*.jar",
-                               hint="Point KAFKA_HOME at an unpacked Kafka 4.x release, or unset it.")
+            raise ClusterError(
+                f"KAFKA_HOME={home} has no libs/*.jar",
+                hint="Point KAFKA_HOME at an unpacked Kafka 4.x release, or unset it.",
+            )
         return libs
     return jars("kafka")
 
@@ -98,21 +100,41 @@ def policy_jar() -> Path:
     from .java import INSTALL_HINT, java_executable
 
     clients = [p for p in kafka_classpath() if p.name.startswith("kafka-clients-")]
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in POLICY_SOURCES)
-                            + "".join(p.name for p in clients).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        b"".join(p.read_bytes() for p in POLICY_SOURCES) + "".join(p.name for p in clients).encode()
+    ).hexdigest()[:16]
     target = settings.jars_cache() / "policy" / digest / "course-policy.jar"
     if target.exists():
         return target
     bin_dir = Path(java_executable()).resolve().parent
     javac, jar = bin_dir / "javac", bin_dir / "jar"
     if not javac.exists():
-        raise ClusterError(f"{bin_dir} has `java` but no `javac`: the brokers' topic policy is compiled "
-                           "once from cluster/policy/, which needs a JDK, not only a JRE.", hint=INSTALL_HINT)
+        raise ClusterError(
+            f"{bin_dir} has `java` but no `javac`: the brokers' topic policy is compiled "
+            "once from cluster/policy/, which needs a JDK, not only a JRE.",
+            hint=INSTALL_HINT,
+        )
     with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run([str(javac), "--release", "17", "-nowarn", "-cp", os.pathsep.join(map(str, clients)),
-                              "-d", tmp, *map(str, POLICY_SOURCES)], capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [
+                str(javac),
+                "--release",
+                "17",
+                "-nowarn",
+                "-cp",
+                os.pathsep.join(map(str, clients)),
+                "-d",
+                tmp,
+                *map(str, POLICY_SOURCES),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if out.returncode != 0:
-            raise ClusterError("Compiling the brokers' topic policy failed.", log_tail=(out.stdout + out.stderr)[-3000:])
+            raise ClusterError(
+                "Compiling the brokers' topic policy failed.", log_tail=(out.stdout + out.stderr)[-3000:]
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         # a name of this process's own, then an atomic rename: two processes (pytest's workers, two
         # users' `make up`) may compile the same new version at once; the last rename wins, equal
@@ -136,8 +158,10 @@ def locked() -> dict[str, dict[str, dict[str, str]]]:
 def resolved(name: str) -> dict[str, dict[str, str]]:
     """What the bundle resolves to now, in the lock file's shape."""
     lock = bundle(name).lockfile
-    return {f"{d.groupId}:{d.artifactId}": {"version": d.version, "sha256": d.sha256}
-            for d in sorted(lock.dependencies, key=lambda d: (d.groupId, d.artifactId))}
+    return {
+        f"{d.groupId}:{d.artifactId}": {"version": d.version, "sha256": d.sha256}
+        for d in sorted(lock.dependencies, key=lambda d: (d.groupId, d.artifactId))
+    }
 
 
 def lock_differences() -> list[str]:

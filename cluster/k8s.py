@@ -32,9 +32,9 @@ from . import accounts, settings
 
 CLUSTER_NAME = "course"
 NODE_POOL = "nodes"
-ADMIN = "course-admin"          # the grader's and the instructor's login, a super user
+ADMIN = "course-admin"  # the grader's and the instructor's login, a super user
 LISTENER_PORT = 9092
-USER_PREFIX = "kafka-"           # KafkaUser (and its Secret) of student alice: kafka-alice
+USER_PREFIX = "kafka-"  # KafkaUser (and its Secret) of student alice: kafka-alice
 # A student's Jupyter server: lab 9 is the largest, a Spark driver in the kernel and one for the
 # job script: 1.4 GB more than lab 1 at the peak (the grader's measurement: 2.25 GB with the
 # cluster against lab 1's 0.88 GB).
@@ -45,10 +45,21 @@ NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,50}[a-z0-9])?$")
 
 # kafka-python's ACL names -> Strimzi's AclRule names
 RESOURCE_TYPES = {"TOPIC": "topic", "GROUP": "group", "TRANSACTIONAL_ID": "transactionalId"}
-OPERATIONS = {"CREATE": "Create", "DELETE": "Delete", "READ": "Read", "WRITE": "Write", "DESCRIBE": "Describe",
-              "DESCRIBE_CONFIGS": "DescribeConfigs", "ALTER_CONFIGS": "AlterConfigs", "ALTER": "Alter"}
-QUOTAS = {"producer_byte_rate": "producerByteRate", "consumer_byte_rate": "consumerByteRate",
-          "controller_mutation_rate": "controllerMutationRate"}
+OPERATIONS = {
+    "CREATE": "Create",
+    "DELETE": "Delete",
+    "READ": "Read",
+    "WRITE": "Write",
+    "DESCRIBE": "Describe",
+    "DESCRIBE_CONFIGS": "DescribeConfigs",
+    "ALTER_CONFIGS": "AlterConfigs",
+    "ALTER": "Alter",
+}
+QUOTAS = {
+    "producer_byte_rate": "producerByteRate",
+    "consumer_byte_rate": "consumerByteRate",
+    "controller_mutation_rate": "controllerMutationRate",
+}
 
 
 def bootstrap(namespace: str) -> str:
@@ -59,23 +70,45 @@ def bootstrap(namespace: str) -> str:
 def kafka(namespace: str) -> list[dict]:
     """The node pool and the Kafka cluster."""
     pool = {
-        "apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaNodePool",
+        "apiVersion": "kafka.strimzi.io/v1",
+        "kind": "KafkaNodePool",
         "metadata": {"name": NODE_POOL, "namespace": namespace, "labels": {"strimzi.io/cluster": CLUSTER_NAME}},
-        "spec": {"replicas": 3, "roles": ["controller", "broker"],
-                 "storage": {"type": "jbod", "volumes": [{"id": 0, "type": "persistent-claim", "size": "20Gi",
-                                                          "deleteClaim": False, "kraftMetadata": "shared"}]},
-                 # the local cluster's heap per broker is 256 MB; a shared cluster carries a class
-                 "jvmOptions": {"-Xms": "1g", "-Xmx": "1g"},
-                 "resources": {"requests": {"memory": "2Gi", "cpu": "500m"}, "limits": {"memory": "2Gi"}}},
+        "spec": {
+            "replicas": 3,
+            "roles": ["controller", "broker"],
+            "storage": {
+                "type": "jbod",
+                "volumes": [
+                    {
+                        "id": 0,
+                        "type": "persistent-claim",
+                        "size": "20Gi",
+                        "deleteClaim": False,
+                        "kraftMetadata": "shared",
+                    }
+                ],
+            },
+            # the local cluster's heap per broker is 256 MB; a shared cluster carries a class
+            "jvmOptions": {"-Xms": "1g", "-Xmx": "1g"},
+            "resources": {"requests": {"memory": "2Gi", "cpu": "500m"}, "limits": {"memory": "2Gi"}},
+        },
     }
     cluster = {
-        "apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka",
+        "apiVersion": "kafka.strimzi.io/v1",
+        "kind": "Kafka",
         "metadata": {"name": CLUSTER_NAME, "namespace": namespace},
         "spec": {
             "kafka": {
                 "version": settings.kafka_version(),
-                "listeners": [{"name": "plain", "port": LISTENER_PORT, "type": "internal", "tls": False,
-                               "authentication": {"type": "scram-sha-512"}}],
+                "listeners": [
+                    {
+                        "name": "plain",
+                        "port": LISTENER_PORT,
+                        "type": "internal",
+                        "tls": False,
+                        "authentication": {"type": "scram-sha-512"},
+                    }
+                ],
                 "authorization": {"type": "simple", "superUsers": [ADMIN]},
                 "config": dict(settings.TEACHING_DEFAULTS),
             },
@@ -94,20 +127,29 @@ def acl_rules(namespace: str) -> list[dict]:
         pattern = acl.resource_pattern
         kind = RESOURCE_TYPES[pattern.resource_type.name]
         rules.setdefault(kind, []).append(OPERATIONS[acl.operation.name])
-    return [{"resource": {"type": kind, "name": f"{namespace}.", "patternType": "prefix"}, "operations": ops,
-             "host": "*"} for kind, ops in rules.items()]
+    return [
+        {"resource": {"type": kind, "name": f"{namespace}.", "patternType": "prefix"}, "operations": ops, "host": "*"}
+        for kind, ops in rules.items()
+    ]
 
 
 def user(name: str, namespace: str, acls: bool = True) -> dict:
     spec: dict = {"authentication": {"type": "scram-sha-512"}}
     if acls:
         spec["authorization"] = {"type": "simple", "acls": acl_rules(name)}
-        spec["quotas"] = {QUOTAS[k]: v if k == "controller_mutation_rate" else int(v)
-                          for k, v in accounts.USER_QUOTAS.items()}
-    return {"apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaUser",
-            "metadata": {"name": (USER_PREFIX + name) if acls else name, "namespace": namespace,
-                         "labels": {"strimzi.io/cluster": CLUSTER_NAME}},
-            "spec": spec}
+        spec["quotas"] = {
+            QUOTAS[k]: v if k == "controller_mutation_rate" else int(v) for k, v in accounts.USER_QUOTAS.items()
+        }
+    return {
+        "apiVersion": "kafka.strimzi.io/v1",
+        "kind": "KafkaUser",
+        "metadata": {
+            "name": (USER_PREFIX + name) if acls else name,
+            "namespace": namespace,
+            "labels": {"strimzi.io/cluster": CLUSTER_NAME},
+        },
+        "spec": spec,
+    }
 
 
 def users(roster: list[str], namespace: str) -> list[dict]:
@@ -121,14 +163,16 @@ def hub_values(namespace: str, image: str) -> dict:
     return {
         "singleuser": {
             "image": {"name": name or image, "tag": tag if name else "latest"},
-            "memory": STUDENT_MEMORY, "cpu": STUDENT_CPU,
+            "memory": STUDENT_MEMORY,
+            "cpu": STUDENT_CPU,
             "extraEnv": {
                 "COURSE_MODE": "hosted",
                 "KAFKA_BOOTSTRAP_SERVERS": bootstrap(namespace),
                 "LAB_NAMESPACE": "{username}",
                 "KAFKA_USERNAME": USER_PREFIX + "{username}",
-                "KAFKA_PASSWORD": {"valueFrom": {"secretKeyRef": {"name": USER_PREFIX + "{username}",
-                                                                  "key": "password"}}},
+                "KAFKA_PASSWORD": {
+                    "valueFrom": {"secretKeyRef": {"name": USER_PREFIX + "{username}", "key": "password"}}
+                },
             },
         },
     }
@@ -140,8 +184,10 @@ def read_roster(path: Path) -> list[str]:
     names = [n for n in names if n]
     bad = [n for n in names if not NAME.match(n) or n == ADMIN]
     if bad:
-        raise SystemExit(f"{path}: {', '.join(bad[:5])} cannot be Kubernetes names (lowercase letters, digits and "
-                         "'-', at most 52 characters); use the hub's login names in that form")
+        raise SystemExit(
+            f"{path}: {', '.join(bad[:5])} cannot be Kubernetes names (lowercase letters, digits and "
+            "'-', at most 52 characters); use the hub's login names in that form"
+        )
     if len(set(names)) != len(names):
         raise SystemExit(f"{path}: a name appears twice")
     return names
@@ -149,8 +195,11 @@ def read_roster(path: Path) -> list[str]:
 
 def write(out: Path, roster: list[str], namespace: str, image: str) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    files = {"strimzi-kafka.yaml": kafka(namespace), "kafka-users.yaml": users(roster, namespace),
-             "z2jh-values.yaml": [hub_values(namespace, image)]}
+    files = {
+        "strimzi-kafka.yaml": kafka(namespace),
+        "kafka-users.yaml": users(roster, namespace),
+        "z2jh-values.yaml": [hub_values(namespace, image)],
+    }
     written = []
     for name, docs in files.items():
         (out / name).write_text(yaml.safe_dump_all(docs, sort_keys=False))

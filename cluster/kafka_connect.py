@@ -52,8 +52,16 @@ LOG_FILE = "connect.log"
 class ConnectWorker:
     """A standalone Connect worker: start(), status(), stop(); a context manager too."""
 
-    def __init__(self, folder: str | Path, connectors: list[dict], port: int | None = None, heap: str = "256m",
-                 login=None, launch: Callable[..., subprocess.Popen] | None = None, private_rest: bool = False):
+    def __init__(
+        self,
+        folder: str | Path,
+        connectors: list[dict],
+        port: int | None = None,
+        heap: str = "256m",
+        login=None,
+        launch: Callable[..., subprocess.Popen] | None = None,
+        private_rest: bool = False,
+    ):
         """login: whose Kafka login the worker uses (an Account); yours by default.
         launch(argv, **popen_options): how to start the JVM (the grader's: in the grading's sandbox).
         private_rest: the REST API answers only this object (a password of its own)."""
@@ -74,9 +82,9 @@ class ConnectWorker:
     # --- the verbs ----------------------------------------------------------------------
     def start(self, timeout_s: float = 90) -> "ConnectWorker":
         """Start the worker; return once every connector and its tasks are RUNNING."""
-        make_dirs(self.folder.parent, self.folder.name)    # never through a link at the folder
+        make_dirs(self.folder.parent, self.folder.name)  # never through a link at the folder
         if not self.fixed_port:
-            self.port = None    # a new JVM, a new port
+            self.port = None  # a new JVM, a new port
         login = (self.login or account()).java()
         worker = {
             "bootstrap.servers": bootstrap_servers(),
@@ -87,7 +95,8 @@ class ConnectWorker:
             "listeners": f"http://127.0.0.1:{self.port if self.fixed_port else 0}",
             # a connector may name its own consumer group (a sink's must be in your namespace)
             "connector.client.config.override.policy": "All",
-            **login, **{f"{side}.{k}": v for side in ("producer", "consumer", "admin") for k, v in login.items()},
+            **login,
+            **{f"{side}.{k}": v for side in ("producer", "consumer", "admin") for k, v in login.items()},
         }
         # The FileStream connectors as a plugin (a folder on plugin.path): Connect then knows them
         # by their short names too ("FileStreamSource"), as Kafka's own example configs write them.
@@ -98,14 +107,20 @@ class ConnectWorker:
                 (plugins / jar.name).symlink_to(jar.resolve())
         worker["plugin.path"] = str(self.folder / "plugins")
         # a small worker for a few connectors: one GC thread, C1 only (far less CPU to start)
-        jvm = [f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-               "-Dorg.apache.logging.log4j.level=INFO"]
+        jvm = [
+            f"-Xmx{self.heap}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dorg.apache.logging.log4j.level=INFO",
+        ]
         if self.rest_password:
             worker["rest.extension.classes"] = BASIC_AUTH
             self._write("rest-users.properties", {"grader": self.rest_password})
             jaas = self.folder / "rest-jaas.conf"
-            write_private(jaas, f'KafkaConnect {{\n  {LOGIN_MODULE} required\n'
-                                f'  file="{self.folder / "rest-users.properties"}";\n}};\n')
+            write_private(
+                jaas,
+                f'KafkaConnect {{\n  {LOGIN_MODULE} required\n  file="{self.folder / "rest-users.properties"}";\n}};\n',
+            )
             jvm.append(f"-Djava.security.auth.login.config={jaas}")
         files = [self._write("worker.properties", worker)]
         files += [self._write(f"connector-{i}.properties", c) for i, c in enumerate(self.connectors)]
@@ -113,37 +128,48 @@ class ConnectWorker:
         fd = os.open(self.folder / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "ab") as log:
             if self.launch is None:
-                self.proc = subprocess.Popen(cmd, cwd=self.folder, stdout=log, stderr=subprocess.STDOUT,
-                                             start_new_session=True)
+                self.proc = subprocess.Popen(
+                    cmd, cwd=self.folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
             else:
                 self.proc = self.launch(cmd, stdout=log, stderr=subprocess.STDOUT)
+
         def states() -> dict:
-            assert self.proc is not None   # started just above
+            assert self.proc is not None  # started just above
             if self.proc.poll() is not None:
-                raise ClusterError(f"The Connect worker exited (code {self.proc.returncode}) before its connectors "
-                                   f"ran: {self.log_tail()}", hint=f"Read {self.folder / LOG_FILE}.")
+                raise ClusterError(
+                    f"The Connect worker exited (code {self.proc.returncode}) before its connectors "
+                    f"ran: {self.log_tail()}",
+                    hint=f"Read {self.folder / LOG_FILE}.",
+                )
             if not self.fixed_port and self.port is None:
                 self.port = self._rest_port()
             return self.status() if self.port else {}
 
-        def settled(states: dict) -> bool:   # every connector and task running, or one failed
+        def settled(states: dict) -> bool:  # every connector and task running, or one failed
             return any("FAILED" in [s["connector"], *s["tasks"]] for s in states.values()) or (
-                len(states) == len(self.connectors) and all(
+                len(states) == len(self.connectors)
+                and all(
                     s["connector"] == "RUNNING" and s["tasks"] and set(s["tasks"]) == {"RUNNING"}
-                    for s in states.values()))
+                    for s in states.values()
+                )
+            )
 
         waited = wait_for(states, timeout_s=timeout_s, until=settled, every_s=0.5)
         failed = {n: s for n, s in waited.last.items() if "FAILED" in [s["connector"], *s["tasks"]]}
         if failed:
             name, state = next(iter(failed.items()))
             self.stop()
-            raise ClusterError(f"Connector {name!r} failed: {state.get('trace', '')[:400]}",
-                               hint="Check its settings (file, topic or topics) and that the topic is yours "
-                                    "(lab.topic(...)).")
+            raise ClusterError(
+                f"Connector {name!r} failed: {state.get('trace', '')[:400]}",
+                hint="Check its settings (file, topic or topics) and that the topic is yours (lab.topic(...)).",
+            )
         if not waited:
             self.stop()
-            raise ClusterError(f"The Connect worker's connectors were not running within {timeout_s:.0f} s: "
-                               f"{waited.last}", hint=f"Read {self.folder / LOG_FILE}.")
+            raise ClusterError(
+                f"The Connect worker's connectors were not running within {timeout_s:.0f} s: {waited.last}",
+                hint=f"Read {self.folder / LOG_FILE}.",
+            )
         return self
 
     def status(self) -> dict:
@@ -157,10 +183,12 @@ class ConnectWorker:
             except (urllib.error.URLError, OSError, ValueError):
                 continue
             tasks = data.get("tasks", [])
-            found[c["name"]] = {"connector": data.get("connector", {}).get("state"),
-                                "tasks": [t.get("state") for t in tasks],
-                                "trace": " ".join(t.get("trace", "") for t in tasks if t.get("trace"))
-                                or data.get("connector", {}).get("trace", "")}
+            found[c["name"]] = {
+                "connector": data.get("connector", {}).get("state"),
+                "tasks": [t.get("state") for t in tasks],
+                "trace": " ".join(t.get("trace", "") for t in tasks if t.get("trace"))
+                or data.get("connector", {}).get("trace", ""),
+            }
         return found
 
     def _rest_port(self) -> int | None:
@@ -188,7 +216,7 @@ class ConnectWorker:
         timeout_s. The JVM may be the process started, or a child of it (a sandbox's)."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        for p in self._tree():   # launched in a sandbox, its outer process ends when the JVM does
+        for p in self._tree():  # launched in a sandbox, its outer process ends when the JVM does
             try:
                 if (p.name() == "java") if self.launch is not None else p.pid == self.proc.pid:
                     p.terminate()
@@ -223,7 +251,7 @@ class ConnectWorker:
 
     def _write(self, name: str, values: dict) -> Path:
         path = self.folder / name
-        write_private(path, properties(values))   # the login is in here
+        write_private(path, properties(values))  # the login is in here
         return path
 
     def __enter__(self) -> "ConnectWorker":

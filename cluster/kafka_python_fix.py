@@ -106,10 +106,13 @@ def apply() -> bool:
     _patch_coordinator_lookup()
     _patch_wait_for_topics()
     _patch_metadata_refresh()
-    logging.getLogger(__name__).info("kafka-python %s patched by the course (the group join race, the admin "
-                                     "client's controller, poll() at a coordinator's death, a new topic ready on every "
-                                     "broker, a metadata refresh at a dead broker): see "
-                                     "cluster/kafka_python_upstream.md", PATCHED_VERSION)
+    logging.getLogger(__name__).info(
+        "kafka-python %s patched by the course (the group join race, the admin "
+        "client's controller, poll() at a coordinator's death, a new topic ready on every "
+        "broker, a metadata refresh at a dead broker): see "
+        "cluster/kafka_python_upstream.md",
+        PATCHED_VERSION,
+    )
     return True
 
 
@@ -123,7 +126,7 @@ def _patch_admin_controller() -> None:
     async def send_request_to_controller(self, request, *args, **kwargs):
         try:
             return await original(self, request, *args, **kwargs)
-        except unreachable:   # the controller we knew is gone: ask who it is now, once
+        except unreachable:  # the controller we knew is gone: ask who it is now, once
             self._controller_id = None
             return await original(self, request, *args, **kwargs)
 
@@ -140,7 +143,7 @@ def _patch_coordinator_lookup() -> None:
     async def ensure_coordinator_ready_async(self, timeout_ms=None):
         try:
             return await original(self, timeout_ms)
-        except errors.RetriableError:   # a metadata refresh sent to the broker that died: not ready yet
+        except errors.RetriableError:  # a metadata refresh sent to the broker that died: not ready yet
             await self._manager._net.sleep(self.config["retry_backoff_ms"] / 1000)
             return False
 
@@ -161,8 +164,9 @@ def topics_on_broker(admin, node_id: int, names: list[str]) -> dict[str, dict]:
     {name: the topic's metadata dict, with "partitions"}."""
     from kafka.protocol.metadata import MetadataRequest
 
-    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names],
-                              allow_auto_topic_creation=False)
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names], allow_auto_topic_creation=False
+    )
     return {t["name"]: t for t in ask(admin, request, node_id).to_dict()["topics"]}
 
 
@@ -173,28 +177,37 @@ def _patch_wait_for_topics() -> None:
     from .waiting import wait_for
 
     original = KafkaAdminClient.wait_for_topics
-    unreachable = (errors.UnknownBrokerIdError, errors.KafkaConnectionError, errors.NodeNotReadyError,
-                   errors.RequestTimedOutError)
+    unreachable = (
+        errors.UnknownBrokerIdError,
+        errors.KafkaConnectionError,
+        errors.NodeNotReadyError,
+        errors.RequestTimedOutError,
+    )
 
     def wait_for_topics(self, topic_names, timeout_ms=10000):
         if not topic_names:
             return
         names = list(topic_names)
-        original(self, names, timeout_ms)   # ready on one broker
+        original(self, names, timeout_ms)  # ready on one broker
 
         def pending_on(node_id: int) -> dict:
             try:
                 seen = topics_on_broker(self, node_id, names)
-            except unreachable:   # down or restarting: it catches up before it serves again
+            except unreachable:  # down or restarting: it catches up before it serves again
                 return {}
             return {n: why for n in names if (why := self._topic_not_ready_reason(seen.get(n)))}
 
         for broker in self._manager.cluster.brokers():
-            waited = wait_for(lambda b=broker.node_id: pending_on(b), timeout_s=timeout_ms / 1000,
-                              until=lambda pending: not pending, every_s=0.05)
+            waited = wait_for(
+                lambda b=broker.node_id: pending_on(b),
+                timeout_s=timeout_ms / 1000,
+                until=lambda pending: not pending,
+                every_s=0.05,
+            )
             if not waited:
-                raise errors.KafkaTimeoutError(f"Topics not ready on broker {broker.node_id} after "
-                                               f"{timeout_ms}ms: {waited.last}")
+                raise errors.KafkaTimeoutError(
+                    f"Topics not ready on broker {broker.node_id} after {timeout_ms}ms: {waited.last}"
+                )
 
     _mark(wait_for_topics)
     wait_for_topics.__doc__ = original.__doc__
@@ -209,7 +222,7 @@ def _patch_metadata_refresh() -> None:
     unreachable = (errors.KafkaConnectionError, errors.NodeNotReadyError, errors.UnknownBrokerIdError)
 
     async def _do_refresh_metadata(self, node_id):
-        if node_id is not None:   # the caller chose the broker: its answer, or its failure
+        if node_id is not None:  # the caller chose the broker: its answer, or its failure
             return await original(self, node_id)
         tried: set = set()
         while (node := self._manager.least_loaded_node()) is not None and node not in tried:
@@ -217,7 +230,7 @@ def _patch_metadata_refresh() -> None:
             self._manager.reset_backoff("metadata")
             try:
                 response = await self._manager.send(self.metadata_request(), node)
-            except unreachable:   # down or restarting: in backoff now, so the next pick is another
+            except unreachable:  # down or restarting: in backoff now, so the next pick is another
                 continue
             except Exception as exc:
                 self.failed_update(exc)

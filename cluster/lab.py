@@ -1,18 +1,19 @@
 """What a lab notebook needs: a first cell that checks the cluster, your names, the data.
 
-    from cluster.lab import start_lab, load_flights
-    lab = start_lab("lab2")          # where Kafka is, who you are; clears this lab's leftovers
-    lab.topic("flights")             # "<namespace>.flights": your topic
-    lab.fresh_topic("flights", 3)    # that topic, new and empty (again on every run of the cell)
-    lab.read("flights")              # every record it holds, oldest first
-    lab.own_cluster()                # lab 7: three brokers of your own, to break
-    KafkaProducer(**lab.connection)  # every client: the servers and your login
-    Producer(lab.librdkafka_connection())   # the same for confluent-kafka (librdkafka)
-    flights = load_flights(day=1)    # January 2013 flights from New York City, as dicts
-    events = departures(day=1)       # lab 9: the flights that left, as events in event-time order
-    names = airlines()               # lab 9: {"carrier": "9E", "name": "Endeavor Air Inc."}, ...
-    reports = weather(day=1)         # lab 9: the airports' hourly weather, as events
-    Replay(events, 3600).send(producer, topic)   # lab 9: events sent as they happened, an hour a second
+from cluster.lab import start_lab, load_flights
+lab = start_lab("lab2")          # where Kafka is, who you are; clears this lab's leftovers
+lab.topic("flights")             # "<namespace>.flights": your topic
+lab.fresh_topic("flights", 3)    # that topic, new and empty (again on every run of the cell)
+lab.read("flights")              # every record it holds, oldest first
+lab.own_cluster()                # lab 7: three brokers of your own, to break
+lab.streams_app("counter")       # a quixstreams Application in your namespace (cluster/streams.py)
+KafkaProducer(**lab.connection)  # every client: the servers and your login
+Producer(lab.librdkafka_connection())   # the same for confluent-kafka (librdkafka)
+flights = load_flights(day=1)    # January 2013 flights from New York City, as dicts
+events = departures(day=1)       # lab 9: the flights that left, as events in event-time order
+names = airlines()               # lab 9: {"carrier": "9E", "name": "Endeavor Air Inc."}, ...
+reports = weather(day=1)         # lab 9: the airports' hourly weather, as events
+Replay(events, 3600).send(producer, topic)   # lab 9: events sent as they happened, an hour a second
 """
 
 from __future__ import annotations
@@ -27,13 +28,37 @@ from datetime import datetime, timedelta, UTC
 from functools import cached_property
 
 from . import settings
-from .clients import (admin_client, anything_listens, bootstrap_servers, connection, group_ids, group_name,
-                      in_namespace, namespace, topic_name, transactional_id)
+from .clients import (
+    admin_client,
+    anything_listens,
+    bootstrap_servers,
+    connection,
+    group_ids,
+    group_name,
+    in_namespace,
+    namespace,
+    topic_name,
+    transactional_id,
+)
 from .waiting import wait_for
 
 FLIGHTS_FILE = settings.ROOT / "datasets" / "flights-2013-01.csv.gz"
-INT_COLUMNS = ("year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time",
-               "sched_arr_time", "arr_delay", "flight", "air_time", "distance", "hour", "minute")
+INT_COLUMNS = (
+    "year",
+    "month",
+    "day",
+    "dep_time",
+    "sched_dep_time",
+    "dep_delay",
+    "arr_time",
+    "sched_arr_time",
+    "arr_delay",
+    "flight",
+    "air_time",
+    "distance",
+    "hour",
+    "minute",
+)
 
 
 # What deleting a group may answer when the group is gone (or never was).
@@ -64,6 +89,14 @@ class Lab:
 
         return librdkafka_connection()
 
+    def streams_app(self, name: str, state_dir="state", **settings):
+        """A quixstreams Application as you, its consumer group "<namespace>.<name>", its
+        changelog and repartition topics inside your namespace (cluster/streams.py); settings
+        are Application's own (processing_guarantee="exactly-once", ...)."""
+        from .streams import streams_app
+
+        return streams_app(name, state_dir, **settings)
+
     def own_cluster(self):
         """Lab 7: a three-broker cluster of your own, to break (cluster/own.py): started, or
         found running; stopped when the kernel stops."""
@@ -77,12 +110,20 @@ class Lab:
         from kafka.errors import InvalidConfigurationError, PolicyViolationError, TopicAlreadyExistsError
 
         topic = self.delete_topic(name)
-        spec = {"num_partitions": partitions, "replication_factor": replication_factor,
-                "configs": {k.replace("_", "."): str(v) for k, v in configs.items()}}
+        spec = {
+            "num_partitions": partitions,
+            "replication_factor": replication_factor,
+            "configs": {k.replace("_", "."): str(v) for k, v in configs.items()},
+        }
         try:
             # TopicAlreadyExists: a deletion the brokers have not finished yet
-            made = wait_for(lambda: self.admin.create_topics({topic: spec}), timeout_s=30, until=lambda _: True,
-                            every_s=0.2, retry_on=(TopicAlreadyExistsError,))
+            made = wait_for(
+                lambda: self.admin.create_topics({topic: spec}),
+                timeout_s=30,
+                until=lambda _: True,
+                every_s=0.2,
+                retry_on=(TopicAlreadyExistsError,),
+            )
         except (PolicyViolationError, InvalidConfigurationError) as e:
             # kafka-python's text is the whole request and response; the brokers' reason is enough
             reason = re.search(r"""error_message=(["'])(.+?)\1, """, str(e))
@@ -123,7 +164,7 @@ class Lab:
             except KafkaError as e:
                 return type(e).__name__
 
-        def settled(error: str) -> bool:   # done, or an error that asking again cannot mend
+        def settled(error: str) -> bool:  # done, or an error that asking again cannot mend
             return error in GONE or not getattr(getattr(errors, error, None), "retriable", False)
 
         error = wait_for(delete, timeout_s=30, until=settled, every_s=0.2).last
@@ -160,9 +201,11 @@ class Lab:
         leader = producer._metadata.leader_for_partition(TopicPartition(topic, partition))
         conn = producer._sender._client._manager._conns.get(leader)
         if conn is None or not conn.connected:
-            raise RuntimeError(f"the producer has no connection to the leader of {topic}[{partition}] yet: "
-                               "send one record there first (send(...).get())")
-        conn.data_received = lambda data: None   # this connection goes deaf; a new one will not be
+            raise RuntimeError(
+                f"the producer has no connection to the leader of {topic}[{partition}] yet: "
+                "send one record there first (send(...).get())"
+            )
+        conn.data_received = lambda data: None  # this connection goes deaf; a new one will not be
 
     def segments(self, topic: str, partition: int = 0) -> list[dict]:
         """The segment files of one partition (a full topic name) on its leader's disk, oldest
@@ -170,14 +213,22 @@ class Lab:
         data folders are on this machine."""
         from .clients import mode
 
-        leader = next((p["leader_id"] for t in self.admin.describe_topics([topic]) for p in t["partitions"]
-                       if p["partition_index"] == partition), None)
+        leader = next(
+            (
+                p["leader_id"]
+                for t in self.admin.describe_topics([topic])
+                for p in t["partitions"]
+                if p["partition_index"] == partition
+            ),
+            None,
+        )
         folder = settings.Settings.from_env().node_dir(leader or 0) / "data" / f"{topic}-{partition}"
         if mode() != "local" or not folder.is_dir():
             raise RuntimeError(
                 f"the files of {topic}[{partition}] are not on this machine ({folder} not found): segment files "
                 "can be listed only on the local cluster. With docker compose: `docker compose exec kafka-1 ls -l "
-                f"/var/lib/kafka/data/{topic}-{partition}` (on the partition's leader).")
+                f"/var/lib/kafka/data/{topic}-{partition}` (on the partition's leader)."
+            )
         by_base: dict[int, dict] = {}
         for f in sorted(folder.iterdir()):
             stem, _, suffix = f.name.partition(".")
@@ -211,7 +262,7 @@ class Lab:
         mine = [g for g in group_ids(self.admin) if in_namespace(self.namespace, g)]
         if not mine:
             return []
-        result = self.admin.delete_groups(mine)    # {group: error} (kafka-python 3)
+        result = self.admin.delete_groups(mine)  # {group: error} (kafka-python 3)
         return [g for g, error in result.items() if getattr(error, "errno", 0) == 0]
 
 
@@ -229,7 +280,8 @@ def start_lab(name: str, clean: bool = True) -> Lab:
     if not anything_listens(servers):
         raise RuntimeError(
             f"No Kafka broker answers at {servers}. Start the cluster in a terminal "
-            "with `make up` (or `python -m cluster up`), then run this cell again.")
+            "with `make up` (or `python -m cluster up`), then run this cell again."
+        )
     lab = Lab(name, servers, namespace(), connection())
     try:
         lab.admin.list_topics()
@@ -237,10 +289,13 @@ def start_lab(name: str, clean: bool = True) -> Lab:
         raise RuntimeError(
             f"The brokers at {servers} answer but did not let you in ({type(e).__name__}: {e}): your login "
             f"({lab.connection.get('sasl_plain_username')}) was refused, or the cluster is still starting. "
-            "On your laptop, `make up` sets your login up; on a hub, ask your course admin.") from None
+            "On your laptop, `make up` sets your login up; on a hub, ask your course admin."
+        ) from None
     removed = lab.delete_my_topics() if clean else []
-    print(f"{name}: Kafka at {lab.bootstrap_servers}; your namespace is '{lab.namespace}'"
-          + (f"; removed {len(removed)} old topic(s)" if removed else ""))
+    print(
+        f"{name}: Kafka at {lab.bootstrap_servers}; your namespace is '{lab.namespace}'"
+        + (f"; removed {len(removed)} old topic(s)" if removed else "")
+    )
     return lab
 
 
@@ -282,10 +337,18 @@ def departures(day: int | None = None) -> list[dict]:
     for f in load_flights(day=day):
         when = departure_time(f)
         if when is not None:
-            events.append({"id": flight_id(f),
-                           "carrier": f["carrier"], "origin": f["origin"], "dest": f["dest"],
-                           "tailnum": f["tailnum"] or None, "dep_delay": f["dep_delay"], "dep_time": when})
-    return sorted(events, key=lambda e: e["dep_time"])   # stable: same-minute flights keep the file's order
+            events.append(
+                {
+                    "id": flight_id(f),
+                    "carrier": f["carrier"],
+                    "origin": f["origin"],
+                    "dest": f["dest"],
+                    "tailnum": f["tailnum"] or None,
+                    "dep_delay": f["dep_delay"],
+                    "dep_time": when,
+                }
+            )
+    return sorted(events, key=lambda e: e["dep_time"])  # stable: same-minute flights keep the file's order
 
 
 class Replay:
@@ -366,6 +429,11 @@ def weather(day: int | None = None) -> list[dict]:
     for r in _package_table("weather"):
         if hours and not hours[0] <= r["time_hour"][:13] <= hours[1]:
             continue
-        reports.append({"origin": r["origin"], "time_hour": r["time_hour"],
-                        **{c: None if r[c] in ("", "NA") else float(r[c]) for c in WEATHER_COLUMNS}})
+        reports.append(
+            {
+                "origin": r["origin"],
+                "time_hour": r["time_hour"],
+                **{c: None if r[c] in ("", "NA") else float(r[c]) for c in WEATHER_COLUMNS},
+            }
+        )
     return sorted(reports, key=lambda r: (r["time_hour"], r["origin"]))

@@ -39,7 +39,7 @@ from .errors import ClusterError
 if TYPE_CHECKING:
     from .brokers import Cluster
 
-ENV = "COURSE_OWN_CLUSTER"     # set by the grader: {"bootstrap_servers", "username", "password"}
+ENV = "COURSE_OWN_CLUSTER"  # set by the grader: {"bootstrap_servers", "username", "password"}
 # One folder per user: on a shared machine (a hub) a folder made by one user would lock the
 # others out. Two users racing for the same block still meet the port check below.
 LOCKS = Path(tempfile.gettempdir()) / f"kafka-course-own-ports-{os.getuid()}"
@@ -62,8 +62,9 @@ def _lock_free_port_base() -> tuple[int, int]:
 
     LOCKS.mkdir(mode=0o700, exist_ok=True)
     if LOCKS.lstat().st_uid != os.getuid() or not LOCKS.is_dir():
-        raise ClusterError(f"{LOCKS} is not a folder of yours: another user made it.",
-                           hint=f"Ask your course admin to remove {LOCKS}.")
+        raise ClusterError(
+            f"{LOCKS} is not a folder of yours: another user made it.", hint=f"Ask your course admin to remove {LOCKS}."
+        )
     for base in random.sample(S.OWN_PORT_BASES, len(S.OWN_PORT_BASES)):
         fd = os.open(LOCKS / f"{base}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
@@ -75,9 +76,11 @@ def _lock_free_port_base() -> tuple[int, int]:
         if all(port_holder(cfg.host, port) is None for n in S.NODE_IDS for port in cfg.ports(n).values()):
             return base, fd
         os.close(fd)
-    raise ClusterError(f"No free ports for a cluster of your own: all {len(S.OWN_PORT_BASES)} port blocks from "
-                       f"{S.OWN_PORT_BASES[0]} on are taken.",
-                       hint="Stop clusters you no longer need (an old kernel's: restart it), then try again.")
+    raise ClusterError(
+        f"No free ports for a cluster of your own: all {len(S.OWN_PORT_BASES)} port blocks from "
+        f"{S.OWN_PORT_BASES[0]} on are taken.",
+        hint="Stop clusters you no longer need (an old kernel's: restart it), then try again.",
+    )
 
 
 @dataclass
@@ -87,7 +90,7 @@ class OwnCluster:
     bootstrap_servers: str
     account: accounts.Account
     cluster: Cluster | None = None  # the running cluster; None when the grader runs it
-    throwaway: bool = False         # a grading's: deleted when the grading ends
+    throwaway: bool = False  # a grading's: deleted when the grading ends
     _lock_fd: int | None = field(default=None, repr=False)
 
     @property
@@ -108,10 +111,10 @@ class OwnCluster:
     # --- the verbs that break it --------------------------------------------------------------
     def _broken_by_us(self):
         if self.cluster is None:
-            raise ClusterError("This cluster is the grader's: while a notebook is graded, only the grader "
-                               "stops or kills its brokers.",
-                               hint="Cells that break brokers are demos; they run on your own machine, "
-                                    "not during grading.")
+            raise ClusterError(
+                "This cluster is the grader's: while a notebook is graded, only the grader stops or kills its brokers.",
+                hint="Cells that break brokers are demos; they run on your own machine, not during grading.",
+            )
         return self.cluster
 
     def kill_broker(self, broker: int) -> None:
@@ -174,7 +177,7 @@ def start(home: Path, namespace: str, echo=print) -> OwnCluster:
         try:
             cluster.up(echo=echo)
             own = _with_user(cluster, namespace)
-        except BaseException:   # no broker outlives a start that failed half-way
+        except BaseException:  # no broker outlives a start that failed half-way
             cluster.down(wipe=True)
             raise
     except BaseException:
@@ -223,12 +226,12 @@ def own_cluster(namespace: str | None = None) -> OwnCluster:
     if found:
         return found
     ns = namespace or default_namespace()
-    if ns in _mine:    # this kernel's, again (a self-check, a cell run twice)
+    if ns in _mine:  # this kernel's, again (a self-check, a cell run twice)
         return _mine[ns]
     cluster = running()
-    if cluster is not None and cluster.is_running():   # an earlier kernel's, whole: kept
+    if cluster is not None and cluster.is_running():  # an earlier kernel's, whole: kept
         own = _with_user(cluster, ns)
-    else:    # none, or one left half-broken by an interrupted demo: its data was throwaway
+    else:  # none, or one left half-broken by an interrupted demo: its data was throwaway
         if cluster is not None:
             cluster.down(wipe=True)
         own = start(own_home(), ns)
@@ -239,6 +242,7 @@ def own_cluster(namespace: str | None = None) -> OwnCluster:
 
 _mine: dict[str, OwnCluster] = {}
 
+
 def connection() -> dict:
     """The client settings of the own cluster that runs already (for scripts a notebook starts:
     they use it, they never start or stop it)."""
@@ -247,12 +251,15 @@ def connection() -> dict:
         return found.connection
     cluster = running()
     if cluster is None:
-        raise ClusterError(f"No cluster of your own runs in {own_home()}.",
-                           hint="Run the notebook's first cell (it starts the cluster), then this again.")
+        raise ClusterError(
+            f"No cluster of your own runs in {own_home()}.",
+            hint="Run the notebook's first cell (it starts the cluster), then this again.",
+        )
     from .clients import namespace
 
     account = cluster.secrets.student(namespace())
     if account is None:
-        raise ClusterError("Your own cluster has no login for this namespace yet.",
-                           hint="Run the notebook's first cell again.")
+        raise ClusterError(
+            "Your own cluster has no login for this namespace yet.", hint="Run the notebook's first cell again."
+        )
     return {"bootstrap_servers": cluster.cfg.bootstrap_servers, **account.kafka_python()}

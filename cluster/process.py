@@ -33,19 +33,23 @@ def properties(values: dict) -> str:
     at \\n, \\r or both, so every control or non-ASCII character is written as an escape
     (\\uXXXX), a backslash doubled, and a key's separators (=, :, space) and comment marks
     escaped, so no value can start a setting of its own."""
+
     def escaped(v, key: bool = False) -> str:
         out = []
         for ch in str(v):
             if ch == "\\":
                 out.append("\\\\")
             elif ch < " " or ch > "~":
-                units = ch.encode("utf-16-be")     # one unit, or a surrogate pair beyond the BMP
-                out.append("".join(f"\\u{int.from_bytes(units[i:i + 2], 'big'):04x}" for i in range(0, len(units), 2)))
+                units = ch.encode("utf-16-be")  # one unit, or a surrogate pair beyond the BMP
+                out.append(
+                    "".join(f"\\u{int.from_bytes(units[i : i + 2], 'big'):04x}" for i in range(0, len(units), 2))
+                )
             elif key and ch in "=: #!":
                 out.append("\\" + ch)
             else:
                 out.append(ch)
         return "".join(out)
+
     return "".join(f"{escaped(k, key=True)}={escaped(v)}\n" for k, v in values.items())
 
 
@@ -84,22 +88,25 @@ def raise_open_files(least: int = S.BROKER_OPEN_FILES[0], wanted: int = S.BROKER
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     top = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    for candidate in (wanted, top, 10_240):      # 10240: macOS's most without sysctl changes
+    for candidate in (wanted, top, 10_240):  # 10240: macOS's most without sysctl changes
         if soft >= candidate:
             break
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (candidate, max(hard, candidate)
-                                                        if hard != resource.RLIM_INFINITY else hard))
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (candidate, max(hard, candidate) if hard != resource.RLIM_INFINITY else hard)
+            )
             soft = candidate
             break
         except (ValueError, OSError):
             continue
     if soft < least:
-        raise ClusterError(f"The brokers may open only {soft:,} files here (the system's limit, `ulimit -n`); "
-                           f"they need {least:,} at least: every segment of every partition keeps one open.",
-                           hint=f"Raise the limit before starting: `ulimit -n {wanted}` in this shell (if the hard "
-                                f"limit allows), LimitNOFILE={wanted} in a systemd unit, or nofile in "
-                                "/etc/security/limits.conf; in Docker, docker-compose.yml sets it already.")
+        raise ClusterError(
+            f"The brokers may open only {soft:,} files here (the system's limit, `ulimit -n`); "
+            f"they need {least:,} at least: every segment of every partition keeps one open.",
+            hint=f"Raise the limit before starting: `ulimit -n {wanted}` in this shell (if the hard "
+            f"limit allows), LimitNOFILE={wanted} in a systemd unit, or nofile in "
+            "/etc/security/limits.conf; in Docker, docker-compose.yml sets it already.",
+        )
     return soft
 
 
@@ -171,18 +178,24 @@ class Node:
         argfile = self.dir / "classpath.args"
         argfile.write_text('-cp "' + os.pathsep.join(str(p) for p in classpath) + '"\n')
         return [
-            java, f"-Xmx{self.cfg.heap}", "-Xms64m", *S.BROKER_JVM_OPTS, *self.cfg.jvm_opts,
+            java,
+            f"-Xmx{self.cfg.heap}",
+            "-Xms64m",
+            *S.BROKER_JVM_OPTS,
+            *self.cfg.jvm_opts,
             f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
             f"-Dkafka.logs.dir={self.dir}",
             self.marker,
             f"@{argfile}",
-            main, *args,
+            main,
+            *args,
         ]
 
     def format_storage(self, java: str, classpath: list[Path], cluster_id: str) -> subprocess.CompletedProcess:
         """Write meta.properties into data/ (Kafka's own storage tool)."""
-        cmd = self.java_command(java, classpath, STORAGE_TOOL, "format", "-t", cluster_id,
-                                "-c", str(self.config_file), "--ignore-formatted")
+        cmd = self.java_command(
+            java, classpath, STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(self.config_file), "--ignore-formatted"
+        )
         return subprocess.run(cmd, capture_output=True, text=True, timeout=S.READY_TIMEOUT_S)
 
     def meta_properties(self) -> dict[str, str] | None:
@@ -190,20 +203,27 @@ class Node:
         path = self.data_dir / "meta.properties"
         if not path.exists():
             return None
-        pairs = (line.split("=", 1) for line in path.read_text().splitlines()
-                 if "=" in line and not line.startswith("#"))
+        pairs = (
+            line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#")
+        )
         return {k.strip(): v.strip() for k, v in pairs}
 
     # --- start, stop, kill -----------------------------------------------------------------
     def start(self, java: str, classpath: list[Path]) -> psutil.Process:
         """Launch the JVM detached from us (own session), logging to server.log."""
-        raise_open_files()     # the JVM inherits the limit
+        raise_open_files()  # the JVM inherits the limit
         cmd = self.java_command(java, classpath, MAIN_CLASS, str(self.config_file))
         with open(self.log_file, "ab") as log:
             log.write(f"\n===== starting node {self.id} at {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n".encode())
             log.flush()
-            popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     cwd=self.dir, start_new_session=True)
+            popen = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.dir,
+                start_new_session=True,
+            )
         self.pid_file.write_text(str(popen.pid))
         # Keep the Popen reachable so Python reaps it (no zombie) when it exits while we run.
         _children[popen.pid] = popen

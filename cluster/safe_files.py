@@ -22,7 +22,7 @@ import os
 import stat
 from pathlib import Path
 
-DEFAULT_LIMIT = 16 * 2**20       # bytes read from one file unless the caller says otherwise
+DEFAULT_LIMIT = 16 * 2**20  # bytes read from one file unless the caller says otherwise
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -59,11 +59,11 @@ def _open_dir(root: Path, parts: list[str], create: bool = False, mode: int = 0o
                     raise
                 try:
                     os.mkdir(name, mode, dir_fd=fd)
-                except FileExistsError:   # made meanwhile: opened below, and checked like any other
+                except FileExistsError:  # made meanwhile: opened below, and checked like any other
                     pass
                 nxt = os.open(name, _DIR, dir_fd=fd)
             except OSError as e:
-                raise _refused(Path(root, *parts[:i + 1]), e) from None
+                raise _refused(Path(root, *parts[: i + 1]), e) from None
             os.close(fd)
             fd = nxt
         return fd
@@ -84,12 +84,11 @@ def _open_file(root: Path, relative: str | Path, flags: int, mode: int = 0o600, 
         raise RefusedPath(root, "names a folder, not a file")
     folder = _open_dir(Path(root), parts[:-1], create=create_dirs)
     try:
-        fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, mode,
-                     dir_fd=folder)
+        fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, mode, dir_fd=folder)
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise RefusedPath(Path(root, relative), "is a link; links are not followed") from None
-        if e.errno == errno.ENXIO:   # a FIFO opened for writing with no reader
+        if e.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
             raise RefusedPath(Path(root, relative), "is a pipe, not an ordinary file") from None
         raise
     finally:
@@ -114,7 +113,7 @@ def read_bytes(root: str | Path, relative: str | Path, limit: int = DEFAULT_LIMI
         if size > limit:
             raise RefusedPath(Path(root, relative), f"is {size:,} bytes, more than the {limit:,} read")
         data = f.read(limit + 1)
-    if len(data) > limit:   # grew while we read
+    if len(data) > limit:  # grew while we read
         raise RefusedPath(Path(root, relative), f"is more than the {limit:,} bytes read")
     return data
 
@@ -136,18 +135,30 @@ def tail_text(root: str | Path, relative: str | Path, max_bytes: int = 200_000) 
         return f.read(max_bytes).decode(errors="replace")
 
 
-def write_bytes(root: str | Path, relative: str | Path, data: bytes, mode: int = 0o600, append: bool = False,
-                create_dirs: bool = False) -> None:
+def write_bytes(
+    root: str | Path,
+    relative: str | Path,
+    data: bytes,
+    mode: int = 0o600,
+    append: bool = False,
+    create_dirs: bool = False,
+) -> None:
     """Write (or append to) a regular file; never through a link; its mode set to `mode`."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
     fd = _open_file(Path(root), relative, flags, mode, create_dirs=create_dirs)
     with os.fdopen(fd, "wb") as f:
-        os.fchmod(f.fileno(), mode)     # a file that existed keeps its old mode otherwise
+        os.fchmod(f.fileno(), mode)  # a file that existed keeps its old mode otherwise
         f.write(data)
 
 
-def write_text(root: str | Path, relative: str | Path, text: str, mode: int = 0o600, append: bool = False,
-               create_dirs: bool = False) -> None:
+def write_text(
+    root: str | Path,
+    relative: str | Path,
+    text: str,
+    mode: int = 0o600,
+    append: bool = False,
+    create_dirs: bool = False,
+) -> None:
     write_bytes(root, relative, text.encode(), mode, append, create_dirs)
 
 
@@ -203,7 +214,7 @@ def list_dir(root: str | Path, relative: str | Path = ".") -> list[str] | None:
 
 
 def kind(root: str | Path, relative: str | Path) -> str | None:
-    """"file", "folder", "link" or "other" for what is at the path (not following it), or None."""
+    """ "file", "folder", "link" or "other" for what is at the path (not following it), or None."""
     parts = _parts(relative)
     try:
         folder = _open_dir(Path(root), parts[:-1])
@@ -215,5 +226,12 @@ def kind(root: str | Path, relative: str | Path) -> str | None:
         return None
     finally:
         os.close(folder)
-    return ("file" if stat.S_ISREG(info.st_mode) else "folder" if stat.S_ISDIR(info.st_mode)
-            else "link" if stat.S_ISLNK(info.st_mode) else "other")
+    return (
+        "file"
+        if stat.S_ISREG(info.st_mode)
+        else "folder"
+        if stat.S_ISDIR(info.st_mode)
+        else "link"
+        if stat.S_ISLNK(info.st_mode)
+        else "other"
+    )

@@ -24,15 +24,15 @@ LISTENERS = ("EXTERNAL", "INTERNAL", "CONTROLLER")
 PORT_BLOCK = 100  # EXTERNAL 9092-9094, INTERNAL 9192-9194, CONTROLLER 9292-9294
 
 DEFAULT_PORT_BASE = 9092
-STATE_FILE = "cluster.json"   # in a cluster's folder: its id, Kafka version and port base
+STATE_FILE = "cluster.json"  # in a cluster's folder: its id, Kafka version and port base
 # The test suite runs its own cluster on other ports and in another folder, so that a
 # student's running lab cluster is never touched by `make test`.
 TEST_PORT_BASE = 29092
-TEST_WORKER_PORT_STEP = 3     # the tests' second process (pytest-xdist) uses 29095-29097, ...
+TEST_WORKER_PORT_STEP = 3  # the tests' second process (pytest-xdist) uses 29095-29097, ...
 # Every course port stays below 32768, where Linux picks the ephemeral ports of outgoing
 # connections and of Jupyter kernels: a cluster on 39092 could find a kernel sitting there.
-THROWAWAY_PORT_BASE = 30092   # the tests' short-lived extra clusters
-BENCH_PORT_BASE = 31092       # make bench's own cluster
+THROWAWAY_PORT_BASE = 30092  # the tests' short-lived extra clusters
+BENCH_PORT_BASE = 31092  # make bench's own cluster
 # Lab 7's clusters of one's own, to break: one per student kernel or per grading. Bases 3
 # apart inside one hundred, so the nine ports of each (base+0..2, +100..102, +200..202) never
 # meet another's: 33 clusters at once on one machine.
@@ -90,10 +90,8 @@ SECURITY_SETTINGS = {
     "listener.name.external.sasl.enabled.mechanisms": "SCRAM-SHA-512",
     "listener.name.internal.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
     "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
-    "listener.name.external.scram-sha-512.sasl.jaas.config":
-        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-    "listener.name.internal.scram-sha-512.sasl.jaas.config":
-        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    "listener.name.external.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    "listener.name.internal.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "super.users": "User:broker;User:admin",
     "allow.everyone.if.no.acl.found": "false",
@@ -106,8 +104,10 @@ def plain_jaas(broker_password: str, admin_password: str | None = None) -> str:
     users = f' user_broker="{broker_password}"'
     if admin_password is not None:
         users += f' user_admin="{admin_password}"'
-    return ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-            f'username="broker" password="{broker_password}"{users};')
+    return (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="broker" password="{broker_password}"{users};'
+    )
 
 
 def login_properties(broker_password: str, admin_password: str, internal_server: str) -> dict[str, str]:
@@ -116,15 +116,19 @@ def login_properties(broker_password: str, admin_password: str, internal_server:
     props = dict(SECURITY_SETTINGS)
     props["listener.name.internal.plain.sasl.jaas.config"] = plain_jaas(broker_password, admin_password)
     props["listener.name.controller.plain.sasl.jaas.config"] = plain_jaas(broker_password)
-    props.update({
-        "create.topic.policy.class.name": POLICY_CLASS,
-        "alter.config.policy.class.name": SETTINGS_POLICY_CLASS,
-        "course.partition.budget": str(PARTITION_BUDGET),
-        "course.topic.limits": topic_limits_setting(),
-        "course.policy.bootstrap.servers": internal_server,
-        "course.policy.sasl.jaas.config": ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-                                           f'username="broker" password="{broker_password}";'),
-    })
+    props.update(
+        {
+            "create.topic.policy.class.name": POLICY_CLASS,
+            "alter.config.policy.class.name": SETTINGS_POLICY_CLASS,
+            "course.partition.budget": str(PARTITION_BUDGET),
+            "course.topic.limits": topic_limits_setting(),
+            "course.policy.bootstrap.servers": internal_server,
+            "course.policy.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'username="broker" password="{broker_password}";'
+            ),
+        }
+    )
     return props
 
 
@@ -144,9 +148,9 @@ TOPIC_LIMITS: dict[str, tuple] = {
     # open files: every segment of every replica keeps its .log open (segment.ms=1 rolled a
     # segment per produce and took all three brokers to their open-file limit)
     "segment.ms": (HOUR_MS, None),
-    "segment.jitter.ms": (0, HOUR_MS // 2),       # else a segment may roll at any moment of its hour
+    "segment.jitter.ms": (0, HOUR_MS // 2),  # else a segment may roll at any moment of its hour
     "segment.bytes": (2**20, 2**30),
-    "segment.index.bytes": (2**20, 10 * 2**20),   # a full index rolls the segment too
+    "segment.index.bytes": (2**20, 10 * 2**20),  # a full index rolls the segment too
     "index.interval.bytes": (1024, 2**20),
     # memory: a batch this large is held whole in a broker's heap, and in every reader's
     "max.message.bytes": (0, 8 * 2**20),
@@ -154,7 +158,7 @@ TOPIC_LIMITS: dict[str, tuple] = {
     "flush.messages": (100_000, None),
     "flush.ms": (60_000, None),
     "preallocate": ("false",),
-    "file.delete.delay.ms": (0, 60_000),          # deleted segments' files stay open that long
+    "file.delete.delay.ms": (0, 60_000),  # deleted segments' files stay open that long
     # the log cleaner (one thread for the whole cluster's compacted topics)
     "min.cleanable.dirty.ratio": (0.01, 1),
     # a compacted topic also rolls its segments every max.compaction.lag.ms
@@ -171,17 +175,22 @@ TOPIC_LIMITS: dict[str, tuple] = {
 
 def topic_limits_setting(limits: dict[str, tuple] = TOPIC_LIMITS) -> str:
     """TOPIC_LIMITS as the brokers' course.topic.limits (cluster/policy/TopicLimits.java)."""
+
     def bound(x):
         return "" if x is None else repr(x)
-    return ";".join(f"{name}={'|'.join(rule) if isinstance(rule[0], str) else bound(rule[0]) + '..' + bound(rule[1])}"
-                    for name, rule in limits.items())
+
+    return ";".join(
+        f"{name}={'|'.join(rule) if isinstance(rule[0], str) else bound(rule[0]) + '..' + bound(rule[1])}"
+        for name, rule in limits.items()
+    )
+
 
 # What one client may ask of a broker's 256 MB heap at once. A topic's max.message.bytes is a
 # user's to set (its own topics), so without these a single 100 MB request (Kafka's default
 # limit) could take a broker down for everyone. 16 MB is far above any lab's batches.
 SAFETY_SETTINGS = {
-    "socket.request.max.bytes": str(16 * 2**20),      # larger requests are refused unread
-    "queued.max.request.bytes": str(64 * 2**20),      # requests waiting for the I/O threads, together
+    "socket.request.max.bytes": str(16 * 2**20),  # larger requests are refused unread
+    "queued.max.request.bytes": str(64 * 2**20),  # requests waiting for the I/O threads, together
 }
 
 # Small thread pools: three brokers share a student's laptop. Except recovery: its threads live
@@ -236,8 +245,11 @@ ENVIRONMENT: dict[str, tuple[str | None, str]] = {
     "KAFKA_ADMIN_BOOTSTRAP_SERVERS": (None, "where that admin logs in; unset: the mode's brokers"),
     # the local cluster
     "COURSE_CLUSTER_HOME": (str(ROOT / ".cluster"), "the local cluster's folder (data, logs, secrets)"),
-    "COURSE_PORT_BASE": (str(DEFAULT_PORT_BASE), "its first port: one cluster per user on a shared host "
-                         "(`up` writes it in the cluster's folder; later commands find it there)"),
+    "COURSE_PORT_BASE": (
+        str(DEFAULT_PORT_BASE),
+        "its first port: one cluster per user on a shared host "
+        "(`up` writes it in the cluster's folder; later commands find it there)",
+    ),
     "COURSE_BROKER_HEAP": (BROKER_HEAP, "each broker's heap; smaller for a small laptop"),
     "COURSE_OWN_CLUSTER_HOME": (str(ROOT / ".own-cluster"), "lab 7's clusters of one's own, to break"),
     "COURSE_OWN_CLUSTER": (None, "set by the grader: the own cluster a grading's code must use (JSON)"),
@@ -247,30 +259,48 @@ ENVIRONMENT: dict[str, tuple[str | None, str]] = {
     "XDG_CACHE_HOME": (str(Path.home() / ".cache"), "the user's cache folder (freedesktop's convention)"),
     # Spark and grading
     "SPARK_MASTER": ("local[2]", "where Spark jobs run: two local threads, or spark://host:7077"),
-    "COURSE_SPARK_UI": ("on", "Spark's web UI (port 4040 on); the grader sets off: gradings share the machine's "
-                        "network, and one's code must not reach another's UI"),
-    "COURSE_SANDBOX": (None, "how graded code is jailed: bwrap (namespaces) or user (an unprivileged user of its "
-                       "own: containers without namespaces, e.g. Gradescope); unset: bwrap, else user as root"),
+    "COURSE_SPARK_UI": (
+        "on",
+        "Spark's web UI (port 4040 on); the grader sets off: gradings share the machine's "
+        "network, and one's code must not reach another's UI",
+    ),
+    "COURSE_SANDBOX": (
+        None,
+        "how graded code is jailed: bwrap (namespaces) or user (an unprivileged user of its "
+        "own: containers without namespaces, e.g. Gradescope); unset: bwrap, else user as root",
+    ),
     "COURSE_GRADING_SECRET": (None, "the seeds' secret (e.g. on Gradescope); unset: the file .grading-secret"),
-    "COURSE_CGROUP_PARENT": (None, "cgroup v2: the group (a path under /sys/fs/cgroup, delegated to the grader) to "
-                             "make each grading's control group in; unset: the grader's own group, if it may write it"),
+    "COURSE_CGROUP_PARENT": (
+        None,
+        "cgroup v2: the group (a path under /sys/fs/cgroup, delegated to the grader) to "
+        "make each grading's control group in; unset: the grader's own group, if it may write it",
+    ),
     # the course's JupyterHub (hub/): read by the hub's own process, as root
     "COURSE_HUB_STUDENTS": (None, "the hub's roster: a file of the students' login names, one per line"),
     "COURSE_HUB_INSTRUCTORS": (None, "the instructors' login names, separated by commas"),
     "COURSE_HUB_ADMIN": (None, "a login that may also manage the hub (JupyterHub's admin page)"),
-    "COURSE_MAX_PARTITIONS": ("3000", "partitions one shared cluster holds with a broker back within about a minute "
-                              "under a class's load (measured on 2 cores; measure a larger hub machine with "
-                              "`python -m bench --only load --students N`)"),
-    "COURSE_HUB_STATE": ("/srv/kafka-course-hub", "the hub's folder: the users' environment, their Jupyter "
-                         "settings per role, the jars; every user reads it, the hub's secrets are in private/"),
+    "COURSE_MAX_PARTITIONS": (
+        "3000",
+        "partitions one shared cluster holds with a broker back within about a minute "
+        "under a class's load (measured on 2 cores; measure a larger hub machine with "
+        "`python -m bench --only load --students N`)",
+    ),
+    "COURSE_HUB_STATE": (
+        "/srv/kafka-course-hub",
+        "the hub's folder: the users' environment, their Jupyter "
+        "settings per role, the jars; every user reads it, the hub's secrets are in private/",
+    ),
     "COURSE_HUB_ENV": (None, "the users' Python environment (the student kit's); unset: env/ in the hub's folder"),
     "COURSE_HUB_COURSE": (str(ROOT), "the instructors' course folder (a checkout with solutions/, private to them)"),
     "COURSE_HUB_EXCHANGE": ("/srv/nbgrader/exchange", "nbgrader's exchange: releases, submissions, feedback"),
     "COURSE_HUB_URL": ("http://:8000", "where the hub listens"),
     "COURSE_HUB_SSL_CERT": (None, "the hub's TLS certificate (users send their passwords), with COURSE_HUB_SSL_KEY"),
     "COURSE_HUB_SSL_KEY": (None, "its private key"),
-    "COURSE_HUB_SUBDOMAIN_HOST": (None, "per-user subdomains, e.g. https://hub.example.edu: each server an origin "
-                                  "of its own, so the formgrader panel may be framed"),
+    "COURSE_HUB_SUBDOMAIN_HOST": (
+        None,
+        "per-user subdomains, e.g. https://hub.example.edu: each server an origin "
+        "of its own, so the formgrader panel may be framed",
+    ),
 }
 
 
@@ -302,8 +332,10 @@ def pyproject() -> dict:
         with open(PYPROJECT, "rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
-        raise FileNotFoundError(f"{PYPROJECT} is missing: the kit runs from its checkout. Install it with "
-                                "`pip install -e .` (or `make install`) in the repository, not from a wheel.") from None
+        raise FileNotFoundError(
+            f"{PYPROJECT} is missing: the kit runs from its checkout. Install it with "
+            "`pip install -e .` (or `make install`) in the repository, not from a wheel."
+        ) from None
 
 
 def pins() -> dict:
@@ -353,7 +385,7 @@ class Settings:
     heap: str = BROKER_HEAP
     # Broker settings that differ from the course's for this cluster (lab 7's own clusters)
     overrides: tuple[tuple[str, str], ...] = ()
-    jvm_opts: tuple[str, ...] = ()   # JVM options added to BROKER_JVM_OPTS for this cluster
+    jvm_opts: tuple[str, ...] = ()  # JVM options added to BROKER_JVM_OPTS for this cluster
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -393,7 +425,8 @@ class Settings:
             "controller.quorum.voters": voters,
             "listeners": ",".join(f"{name}://{h}:{self.port(node, name)}" for name in LISTENERS),
             "advertised.listeners": ",".join(
-                f"{name}://{h}:{self.port(node, name)}" for name in ("EXTERNAL", "INTERNAL")),
+                f"{name}://{h}:{self.port(node, name)}" for name in ("EXTERNAL", "INTERNAL")
+            ),
             "inter.broker.listener.name": "INTERNAL",
             "controller.listener.names": "CONTROLLER",
             "log.dirs": str(self.node_dir(node) / "data"),

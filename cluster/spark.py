@@ -28,10 +28,10 @@ from .waiting import wait_for
 # Sized for an 8 GB laptop that also runs three brokers and JupyterLab.
 LAPTOP_CONF = {
     "spark.driver.memory": "1g",
-    "spark.sql.shuffle.partitions": "4",   # 200 by default: far too many for lab-sized data
+    "spark.sql.shuffle.partitions": "4",  # 200 by default: far too many for lab-sized data
     "spark.default.parallelism": "2",
     "spark.ui.showConsoleProgress": "false",
-    "spark.ui.killEnabled": "false",       # the UI shows jobs; it need not stop them for anyone who finds it
+    "spark.ui.killEnabled": "false",  # the UI shows jobs; it need not stop them for anyone who finds it
     "spark.sql.session.timeZone": "UTC",
     # C1 only: a lab's jobs are small and short, and the second JIT compiler costs a third of a
     # driver's CPU before the first query has run (measured: 12.5 s -> 8.8 s of CPU per session);
@@ -50,17 +50,18 @@ def connector_jars() -> list[Path]:
     shipped = {p.name.rsplit("-", 1)[0] for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
     env = jars.bundle("spark-kafka")
     artifact_of = {f"{d.artifactId}-{d.version}.jar": d.artifactId for d in env.lockfile.dependencies}
-    return sorted((jar for jar in env.all_jars if artifact_of.get(jar.name) not in shipped),
-                  key=lambda p: p.name)
+    return sorted((jar for jar in env.all_jars if artifact_of.get(jar.name) not in shipped), key=lambda p: p.name)
 
 
 def kafka_options(topic: str | None = None, **extra: str) -> dict[str, str]:
     """Options for spark.read(Stream).format("kafka") on this cluster: where it is and your
     login (Spark passes every "kafka."-prefixed option to its Kafka clients)."""
-    opts = {"kafka.bootstrap.servers": bootstrap_servers(),
-            **{f"kafka.{k}": v for k, v in account().java().items()},
-            # Spark's readers name their consumer groups with this prefix: inside your namespace.
-            "groupIdPrefix": group_name("spark")}
+    opts = {
+        "kafka.bootstrap.servers": bootstrap_servers(),
+        **{f"kafka.{k}": v for k, v in account().java().items()},
+        # Spark's readers name their consumer groups with this prefix: inside your namespace.
+        "groupIdPrefix": group_name("spark"),
+    }
     if topic:
         opts["subscribe"] = topic
     opts.update(extra)
@@ -97,12 +98,18 @@ def spark_session(app_name: str = "kafka-course", master: str | None = None, **c
     return spark
 
 
-STANDALONE_READY_S = 90    # for the master to start and the worker to register with it
+STANDALONE_READY_S = 90  # for the master to start and the worker to register with it
 
 
 @contextmanager
-def standalone(folder: Path, port: int = 7077, web_port: int = 8080, worker_web_port: int = 8081,
-               cores: int = 1, memory: str = "1g"):
+def standalone(
+    folder: Path,
+    port: int = 7077,
+    web_port: int = 8080,
+    worker_web_port: int = 8081,
+    cores: int = 1,
+    memory: str = "1g",
+):
     """A Spark standalone cluster on this machine: a master and one worker, started by the
     pinned pyspark's own launcher (bin/spark-class), the same classes docker-compose.yml runs.
     Yields the master's URL (for SPARK_MASTER) once the worker has registered and is ALIVE;
@@ -111,20 +118,51 @@ def standalone(folder: Path, port: int = 7077, web_port: int = 8080, worker_web_
 
     home = Path(pyspark.__file__).parent
     folder.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_DAEMON_MEMORY="256m", SPARK_LOG_DIR=str(folder))
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(home),
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_DAEMON_MEMORY="256m",
+        SPARK_LOG_DIR=str(folder),
+    )
     url = f"spark://127.0.0.1:{port}"
-    commands = {"master": ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                           "--webui-port", str(web_port)],
-                "worker": ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", str(cores),
-                           "--memory", memory, "--webui-port", str(worker_web_port),
-                           "--work-dir", str(folder / "work")]}
+    commands = {
+        "master": [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(web_port),
+        ],
+        "worker": [
+            "org.apache.spark.deploy.worker.Worker",
+            url,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            str(cores),
+            "--memory",
+            memory,
+            "--webui-port",
+            str(worker_web_port),
+            "--work-dir",
+            str(folder / "work"),
+        ],
+    }
     procs: dict[str, subprocess.Popen] = {}
     try:
         for name, args in commands.items():
             with open(folder / f"{name}.log", "wb") as log:
-                procs[name] = subprocess.Popen([str(home / "bin" / "spark-class"), *args], env=env, stdout=log,
-                                               stderr=subprocess.STDOUT, start_new_session=True)
+                procs[name] = subprocess.Popen(
+                    [str(home / "bin" / "spark-class"), *args],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+
         def a_worker_alive() -> bool:
             for name, proc in procs.items():
                 if proc.poll() is not None:
@@ -133,8 +171,10 @@ def standalone(folder: Path, port: int = 7077, web_port: int = 8080, worker_web_
             return any(w.get("state") == "ALIVE" for w in master_state(web_port).get("workers", []))
 
         if not wait_for(a_worker_alive, timeout_s=STANDALONE_READY_S, every_s=0.5):
-            raise RuntimeError(f"no Spark worker registered with {url} within {STANDALONE_READY_S} s; "
-                               f"see {folder}/master.log and worker.log")
+            raise RuntimeError(
+                f"no Spark worker registered with {url} within {STANDALONE_READY_S} s; "
+                f"see {folder}/master.log and worker.log"
+            )
         yield url
     finally:
         for proc in procs.values():

@@ -41,21 +41,35 @@ def kafka_cli(tool: str, *args: str, timeout: float = TIMEOUT_S, echo: bool = Tr
     bundle, main_class = TOOLS[tool]
     classpath = jars.kafka_classpath() if bundle == "kafka" else jars.jars(bundle)
     with login_file(account().java()) as login:
-        cmd = [java_executable(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dorg.apache.logging.log4j.level=WARN",
-               "-cp", os.pathsep.join(map(str, classpath)), main_class,
-               "--bootstrap-server", bootstrap_servers(), "--command-config", login, *map(str, args)]
+        cmd = [
+            java_executable(),
+            "-Xmx256m",
+            "-XX:TieredStopAtLevel=1",
+            "-Dorg.apache.logging.log4j.level=WARN",
+            "-cp",
+            os.pathsep.join(map(str, classpath)),
+            main_class,
+            "--bootstrap-server",
+            bootstrap_servers(),
+            "--command-config",
+            login,
+            *map(str, args),
+        ]
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise ClusterError(f"kafka-{tool}.sh did not finish within {timeout:.0f} s.",
-                               hint="Is every broker up (`python -m cluster status`)?") from None
+            raise ClusterError(
+                f"kafka-{tool}.sh did not finish within {timeout:.0f} s.",
+                hint="Is every broker up (`python -m cluster status`)?",
+            ) from None
     text = out.stdout.rstrip()
     if out.returncode != 0:
         said = [line for line in (out.stderr or out.stdout).strip().splitlines() if line.strip()]
-        raise ClusterError(f"kafka-{tool}.sh {' '.join(args)} failed (exit code {out.returncode}): "
-                           + " | ".join(said[-4:]),
-                           hint=f"`kafka_cli('{tool}', '--help')` lists what it takes; names are full ones "
-                                "(lab.topic(...), lab.group(...)).")
+        raise ClusterError(
+            f"kafka-{tool}.sh {' '.join(args)} failed (exit code {out.returncode}): " + " | ".join(said[-4:]),
+            hint=f"`kafka_cli('{tool}', '--help')` lists what it takes; names are full ones "
+            "(lab.topic(...), lab.group(...)).",
+        )
     if echo:
         print(f"$ kafka-{tool}.sh {' '.join(args)}\n{text}")
     return text

@@ -24,6 +24,7 @@ class Waited:
     """How a wait ended: `done` if the condition held (also the object's truth value), else it
     timed out or was stopped; `last` is the probe's last value, or the last exception it raised
     of those the wait was told to retry."""
+
     done: bool
     last: Any
     seconds: float
@@ -33,9 +34,15 @@ class Waited:
         return self.done
 
 
-def wait_for(probe: Callable[[], Any], *, timeout_s: float, until: Callable[[Any], bool] = bool,
-             every_s: float = DEFAULT_EVERY_S, retry_on: tuple[type[BaseException], ...] = (),
-             stop_if: Callable[[], bool] | None = None) -> Waited:
+def wait_for(
+    probe: Callable[[], Any],
+    *,
+    timeout_s: float,
+    until: Callable[[Any], bool] = bool,
+    every_s: float = DEFAULT_EVERY_S,
+    retry_on: tuple[type[BaseException], ...] = (),
+    stop_if: Callable[[], bool] | None = None,
+) -> Waited:
     """Call probe() until until(value) holds (by default: the value is true), at most timeout_s
     seconds, pausing every_s between tries. An exception of a type in `retry_on` counts as "not
     yet" (it becomes `last`); any other propagates. `stop_if()`, asked after each try that did

@@ -35,12 +35,17 @@ def install(python: str) -> Path:
     pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     # the packages as the course locked them (jupyterhub-singleuser too), then the kit over them
     subprocess.run([*pip, "--require-hashes", "-r", str(state / "kit" / "requirements" / "hub.txt")], check=True)
-    subprocess.run([*pip, "--no-deps", "-e", str(state / "kit")], check=True,
-                   env=dict(os.environ, PYTHONWARNINGS="ignore:Editable installation"))
+    subprocess.run(
+        [*pip, "--no-deps", "-e", str(state / "kit")],
+        check=True,
+        env=dict(os.environ, PYTHONWARNINGS="ignore:Editable installation"),
+    )
     proxy = f"configurable-http-proxy@{pins()['npm']['configurable-http-proxy']}"
     print(f"JupyterHub's proxy ({proxy}) ...", flush=True)
-    subprocess.run(["npm", "install", "--global", "--prefix", str(target), "--no-audit", "--no-fund",
-                    "--loglevel=error", proxy], check=True)
+    subprocess.run(
+        ["npm", "install", "--global", "--prefix", str(target), "--no-audit", "--no-fund", "--loglevel=error", proxy],
+        check=True,
+    )
     subprocess.run(["chmod", "-R", "a+rX", str(state / "kit"), str(target)], check=True)
     print(f"Done. Users' servers run {target / 'bin' / 'jupyterhub-singleuser'}.")
     return target
@@ -66,17 +71,21 @@ def run() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m hub", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m hub", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="action", required=True)
     i = sub.add_parser("install", help="the users' environment and JupyterHub's proxy")
-    i.add_argument("--python", default="/usr/bin/python3",
-                   help="a Python 3.11+ that every user can run (not one under /root)")
+    i.add_argument(
+        "--python", default="/usr/bin/python3", help="a Python 3.11+ that every user can run (not one under /root)"
+    )
     sub.add_parser("prepare", help="the checks and what the config file reads (run does it too)")
     sub.add_parser("run", help="jars, the shared cluster, prepare, then JupyterHub")
     a = p.parse_args(argv)
     if os.geteuid() != 0:
-        raise SystemExit("python -m hub runs as root (it starts servers as the users): use sudo -E (-E keeps COURSE_HUB_*).")
+        raise SystemExit(
+            "python -m hub runs as root (it starts servers as the users): use sudo -E (-E keeps COURSE_HUB_*)."
+        )
     if a.action == "install":
         install(a.python)
     elif a.action == "prepare":

@@ -46,9 +46,11 @@ STUDENT, INSTRUCTOR = "student", "instructor"
 # gets it. (staff/kit.py hides more on a laptop, where there is no exchange.)
 INSTRUCTOR_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment")
 INSTRUCTOR_EXTENSIONS = ("nbgrader.server_extensions.formgrader",)
-NOBODYS_PLUGINS = ("@jupyter/nbgrader:course-list",
-                   # JupyterLab's "get notified about Jupyter news?" (the hub's admins decide)
-                   "@jupyterlab/apputils-extension:announcements")
+NOBODYS_PLUGINS = (
+    "@jupyter/nbgrader:course-list",
+    # JupyterLab's "get notified about Jupyter news?" (the hub's admins decide)
+    "@jupyterlab/apputils-extension:announcements",
+)
 NOBODYS_EXTENSIONS = ("nbgrader.server_extensions.course_list",)
 
 
@@ -85,25 +87,34 @@ def roles() -> dict[str, str]:
     """Login name -> STUDENT or INSTRUCTOR."""
     roster = env("COURSE_HUB_STUDENTS")
     if not roster or not Path(roster).is_file():
-        raise HubError(f"COURSE_HUB_STUDENTS={roster!r} is not a file.",
-                       "Write the students' login names there, one per line, and set COURSE_HUB_STUDENTS to it.")
+        raise HubError(
+            f"COURSE_HUB_STUDENTS={roster!r} is not a file.",
+            "Write the students' login names there, one per line, and set COURSE_HUB_STUDENTS to it.",
+        )
     found = {name: STUDENT for name in read_roster(Path(roster))}
     for name in (env("COURSE_HUB_INSTRUCTORS") or "").split(","):
         if name.strip():
             found[name.strip()] = INSTRUCTOR
     if INSTRUCTOR not in found.values():
-        raise HubError("no instructor: COURSE_HUB_INSTRUCTORS is empty.",
-                       "Set COURSE_HUB_INSTRUCTORS to the instructors' login names, separated by commas.")
+        raise HubError(
+            "no instructor: COURSE_HUB_INSTRUCTORS is empty.",
+            "Set COURSE_HUB_INSTRUCTORS to the instructors' login names, separated by commas.",
+        )
     # a login is also its Kafka user and namespace: never one of the course's own users
     bad = [n for n in found if not NAME.match(n) or n in accounts.SUPER_USERS or n.startswith("grade-")]
     if bad:
-        raise HubError(f"{', '.join(bad[:5])} cannot be a login here: each login is also a Kafka user and the "
-                       "prefix of its topics.", "Use login names of lower-case letters, digits and '-' (at most 52, no '-' first or last), not "
-                       f"{' or '.join(accounts.SUPER_USERS)} and not starting with 'grade-' (the gradings').")
+        raise HubError(
+            f"{', '.join(bad[:5])} cannot be a login here: each login is also a Kafka user and the "
+            "prefix of its topics.",
+            "Use login names of lower-case letters, digits and '-' (at most 52, no '-' first or last), not "
+            f"{' or '.join(accounts.SUPER_USERS)} and not starting with 'grade-' (the gradings').",
+        )
     admin = env("COURSE_HUB_ADMIN")
     if admin and found.get(admin) != INSTRUCTOR:
-        raise HubError(f"COURSE_HUB_ADMIN={admin!r} is not an instructor: the hub's admin may act as any user.",
-                       "Give that role to an instructor (COURSE_HUB_INSTRUCTORS), or unset COURSE_HUB_ADMIN.")
+        raise HubError(
+            f"COURSE_HUB_ADMIN={admin!r} is not an instructor: the hub's admin may act as any user.",
+            "Give that role to an instructor (COURSE_HUB_INSTRUCTORS), or unset COURSE_HUB_ADMIN.",
+        )
     return found
 
 
@@ -129,11 +140,12 @@ def jupyter_config(role: str, subdomains: bool) -> dict[str, object]:
     if role == INSTRUCTOR and subdomains:
         # The formgrader panel frames this server's own /formgrader: allow frames from this
         # origin, which with subdomains is this instructor's server and nothing else.
-        server["ServerApp"]["tornado_settings"] = {
-            "headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}
+        server["ServerApp"]["tornado_settings"] = {"headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}
     return {
-        "nbgrader_config.json": {"CourseDirectory": {"course_id": COURSE_ID},
-                                 "Exchange": {"root": str(exchange_dir())}},
+        "nbgrader_config.json": {
+            "CourseDirectory": {"course_id": COURSE_ID},
+            "Exchange": {"root": str(exchange_dir())},
+        },
         "labconfig/page_config.json": {"disabledExtensions": {name: True for name in hidden}},
         "jupyter_server_config.json": server,
     }
@@ -159,7 +171,7 @@ def write_jupyter_configs(subdomains: bool) -> dict[str, Path]:
             path.chmod(0o644)
     for path in [state_dir(), *(state_dir() / "jupyter").rglob("*")]:
         if path.is_dir():
-            path.chmod(0o755)     # every user's server reads its role's folder
+            path.chmod(0o755)  # every user's server reads its role's folder
     return folders
 
 
@@ -190,8 +202,13 @@ def kafka_login(name: str) -> dict[str, str]:
     with admin_client("course-hub", request_timeout_ms=15_000) as admin:
         accounts.setup_cluster(admin)
         accounts.grant(admin, account, name)
-    return {"COURSE_MODE": "hosted", "LAB_NAMESPACE": name, "KAFKA_USERNAME": name,
-            "KAFKA_PASSWORD": account.password, "KAFKA_BOOTSTRAP_SERVERS": students_servers()}
+    return {
+        "COURSE_MODE": "hosted",
+        "LAB_NAMESPACE": name,
+        "KAFKA_USERNAME": name,
+        "KAFKA_PASSWORD": account.password,
+        "KAFKA_BOOTSTRAP_SERVERS": students_servers(),
+    }
 
 
 def revoke_kafka_login(name: str) -> None:
@@ -213,18 +230,21 @@ def server_environment(name: str, role: str, configs: dict[str, Path]) -> dict[s
         "COURSE_OWN_CLUSTER_HOME": str(Path(pwd.getpwnam(name).pw_dir) / ".kafka-course" / "own-cluster"),
     }
     if readable_by_all(jars_cache()):
-        found["COURSE_JARS_CACHE"] = str(jars_cache())     # labs 8-10's jars, fetched once for all
+        found["COURSE_JARS_CACHE"] = str(jars_cache())  # labs 8-10's jars, fetched once for all
     if role == INSTRUCTOR:
         servers, password = admin_login()
-        found.update({
-            # the course folder's grader, cluster code and nbgrader_config.py come first
-            "PYTHONPATH": str(course_dir()),
-            # and never a module of a student's that sits in the folder a kernel starts in
-            # (an instructor opening a collected submission)
-            "PYTHONSAFEPATH": "1",
-            "JUPYTER_CONFIG_PATH": f"{configs[role]}:{course_dir()}",
-            "KAFKA_ADMIN_BOOTSTRAP_SERVERS": servers, "KAFKA_ADMIN_PASSWORD": password,
-        })
+        found.update(
+            {
+                # the course folder's grader, cluster code and nbgrader_config.py come first
+                "PYTHONPATH": str(course_dir()),
+                # and never a module of a student's that sits in the folder a kernel starts in
+                # (an instructor opening a collected submission)
+                "PYTHONSAFEPATH": "1",
+                "JUPYTER_CONFIG_PATH": f"{configs[role]}:{course_dir()}",
+                "KAFKA_ADMIN_BOOTSTRAP_SERVERS": servers,
+                "KAFKA_ADMIN_PASSWORD": password,
+            }
+        )
     return found
 
 
@@ -232,11 +252,12 @@ def pre_spawn_hook(configs: dict[str, Path], who: dict[str, str]):
     async def hook(spawner) -> None:
         name = spawner.user.name
         role = who.get(name)
-        if role is None:        # the authenticator lets in only these; a second guard
+        if role is None:  # the authenticator lets in only these; a second guard
             raise RuntimeError(f"{name} is not on the course's roster")
         found = await asyncio.to_thread(server_environment, name, role, configs)
         spawner.environment.update(found)
         spawner.log.info("course: %s starts as %s with Kafka namespace %r", name, role, name)
+
     return hook
 
 
@@ -245,57 +266,80 @@ def post_stop_hook():
         name = spawner.user.name
         await asyncio.to_thread(revoke_kafka_login, name)
         spawner.log.info("course: %s stopped; its Kafka login is revoked until its next start", name)
+
     return hook
 
 
 # --- checks at the hub's start: refuse with a message rather than fail a user later -----------------
 def check_root() -> None:
     if os.geteuid() != 0:
-        raise HubError("it is not running as root, and only root can start servers as the users.",
-                       "Start it as root with the settings: `sudo -E make hub` (-E keeps COURSE_HUB_*).")
+        raise HubError(
+            "it is not running as root, and only root can start servers as the users.",
+            "Start it as root with the settings: `sudo -E make hub` (-E keeps COURSE_HUB_*).",
+        )
 
 
 def check(who: dict[str, str]) -> None:
     """Everything a user would otherwise meet later as a failure, checked before the hub starts."""
     python = user_env() / "bin" / "python"
     if not (user_env() / "bin" / "jupyterhub-singleuser").exists():
-        raise HubError(f"{user_env()} has no jupyterhub-singleuser.",
-                       "Run `python -m hub install`, or point COURSE_HUB_ENV at the course's environment.")
+        raise HubError(
+            f"{user_env()} has no jupyterhub-singleuser.",
+            "Run `python -m hub install`, or point COURSE_HUB_ENV at the course's environment.",
+        )
     if not runs_as_another_user(str(python)):
-        raise HubError(f"the users cannot run {python}: a folder on its way (e.g. /root) is private.",
-                       "Make the environment from a Python that every user can run: "
-                       "python -m hub install --python /usr/bin/python3.")
+        raise HubError(
+            f"the users cannot run {python}: a folder on its way (e.g. /root) is private.",
+            "Make the environment from a Python that every user can run: "
+            "python -m hub install --python /usr/bin/python3.",
+        )
     course = course_dir()
     if not (course / "solutions").is_dir() or not (course / "nbgrader_config.py").exists():
-        raise HubError(f"COURSE_HUB_COURSE={course} is not a checkout of the course (no solutions/ or "
-                       "nbgrader_config.py).", "Set COURSE_HUB_COURSE to the instructors' copy of the kit.")
+        raise HubError(
+            f"COURSE_HUB_COURSE={course} is not a checkout of the course (no solutions/ or nbgrader_config.py).",
+            "Set COURSE_HUB_COURSE to the instructors' copy of the kit.",
+        )
     # The solutions, the grading secret, the gradebook and every collected submission live in
     # the course folder; the hub's own checkout holds solutions too.
     for folder in dict.fromkeys([course.resolve(), ROOT.resolve()]):
         if folder.stat().st_mode & 0o007:
-            raise HubError(f"every user may enter {folder}, which holds the solutions (and, in the course "
-                           "folder, the gradebook and the submissions).", f"chmod o-rwx {folder}")
+            raise HubError(
+                f"every user may enter {folder}, which holds the solutions (and, in the course "
+                "folder, the gradebook and the submissions).",
+                f"chmod o-rwx {folder}",
+            )
     if proxy() is None:
-        raise HubError("configurable-http-proxy (JupyterHub's proxy, from npm) is not installed.",
-                       "Run `python -m hub install` (it puts the pinned one in the users' environment).")
+        raise HubError(
+            "configurable-http-proxy (JupyterHub's proxy, from npm) is not installed.",
+            "Run `python -m hub install` (it puts the pinned one in the users' environment).",
+        )
     if not readable_by_all(state_dir() / "jupyter"):
-        raise HubError(f"not every user can read {state_dir()}.",
-                       f"chmod a+rX {state_dir()}, or set COURSE_HUB_STATE to a folder all can read.")
+        raise HubError(
+            f"not every user can read {state_dir()}.",
+            f"chmod a+rX {state_dir()}, or set COURSE_HUB_STATE to a folder all can read.",
+        )
     missing = [name for name in who if local_uid(name) is None]
     if missing:
-        raise HubError(f"no local user for {', '.join(missing[:5])}.",
-                       "Create them (useradd -m NAME; passwd NAME), or remove them from the roster.")
+        raise HubError(
+            f"no local user for {', '.join(missing[:5])}.",
+            "Create them (useradd -m NAME; passwd NAME), or remove them from the roster.",
+        )
     open_homes = [name for name in who if Path(pwd.getpwnam(name).pw_dir).stat().st_mode & 0o007]
     if open_homes:
-        raise HubError(f"other users may enter the home of {', '.join(open_homes[:5])} (their notebooks).",
-                       "chmod 700 each home (and set HOME_MODE 0700 in /etc/login.defs for new users).")
+        raise HubError(
+            f"other users may enter the home of {', '.join(open_homes[:5])} (their notebooks).",
+            "chmod 700 each home (and set HOME_MODE 0700 in /etc/login.defs for new users).",
+        )
     try:
         from cluster.clients import admin_client
+
         admin_client("course-hub-check", request_timeout_ms=10_000).close()
     except Exception as e:
-        raise HubError(f"the course's Kafka cluster does not answer its admin ({type(e).__name__}: {e}).",
-                       "Start it (`python -m hub run` does), or set KAFKA_ADMIN_BOOTSTRAP_SERVERS and "
-                       "KAFKA_ADMIN_PASSWORD for a cluster run elsewhere.") from None
+        raise HubError(
+            f"the course's Kafka cluster does not answer its admin ({type(e).__name__}: {e}).",
+            "Start it (`python -m hub run` does), or set KAFKA_ADMIN_BOOTSTRAP_SERVERS and "
+            "KAFKA_ADMIN_PASSWORD for a cluster run elsewhere.",
+        ) from None
 
 
 def proxy() -> str | None:
@@ -328,13 +372,19 @@ def prepared() -> dict[str, Path]:
     folders = jupyter_config_folders()
     missing = [str(f) for f in folders.values() if not (f / "jupyter_server_config.json").is_file()]
     if missing or not private_dir().is_dir():
-        raise HubError(f"the hub has not been prepared ({', '.join(missing) or private_dir()} missing).",
-                       "Run `sudo -E python -m hub prepare` first (`python -m hub run` prepares, then starts it).")
+        raise HubError(
+            f"the hub has not been prepared ({', '.join(missing) or private_dir()} missing).",
+            "Run `sudo -E python -m hub prepare` first (`python -m hub run` prepares, then starts it).",
+        )
     for role, folder in folders.items():
-        if json.loads((folder / "jupyter_server_config.json").read_text()) != jupyter_config(role, subdomains())[
-                "jupyter_server_config.json"]:
-            raise HubError(f"{role}s' Jupyter config was prepared with other settings (COURSE_HUB_SUBDOMAIN_HOST).",
-                           "Run `sudo -E python -m hub prepare` again with this environment.")
+        if (
+            json.loads((folder / "jupyter_server_config.json").read_text())
+            != jupyter_config(role, subdomains())["jupyter_server_config.json"]
+        ):
+            raise HubError(
+                f"{role}s' Jupyter config was prepared with other settings (COURSE_HUB_SUBDOMAIN_HOST).",
+                "Run `sudo -E python -m hub prepare` again with this environment.",
+            )
     return folders
 
 
@@ -350,8 +400,12 @@ def prepare_exchange() -> None:
     top.mkdir(parents=True, exist_ok=True)
     os.chown(top, 0, 0)
     top.chmod(0o1777)
-    modes = {top / COURSE_ID: 0o755, top / COURSE_ID / "outbound": 0o755,
-             top / COURSE_ID / "inbound": 0o3733, top / COURSE_ID / "feedback": 0o711}
+    modes = {
+        top / COURSE_ID: 0o755,
+        top / COURSE_ID / "outbound": 0o755,
+        top / COURSE_ID / "inbound": 0o3733,
+        top / COURSE_ID / "feedback": 0o711,
+    }
     for folder, mode in modes.items():
         if not folder.exists():
             folder.mkdir()
@@ -359,5 +413,8 @@ def prepare_exchange() -> None:
             folder.chmod(mode)
         info = folder.lstat()
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != course.st_uid:
-            raise HubError(f"{folder} is not a folder of the course's owner (uid {course.st_uid}); a user may "
-                           "have made it before the hub did.", f"Remove it (rm -r {folder}) and start the hub again.")
+            raise HubError(
+                f"{folder} is not a folder of the course's owner (uid {course.st_uid}); a user may "
+                "have made it before the hub did.",
+                f"Remove it (rm -r {folder}) and start the hub again.",
+            )

@@ -5,7 +5,7 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the checkout the hub runs from
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout the hub runs from
 
 from cluster.settings import env
 from hub import course_hub

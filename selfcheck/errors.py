@@ -34,10 +34,14 @@ RUN_ALL = "Kernel > Restart Kernel and Run All Cells…"
 
 class MissingAnswer(CheckFailed):
     def __init__(self, name: str, error: str = ""):
-        hint = (f"Run the cell that defines `{name}` before this test." if not error else
-                f"Run your notebook from the top ({RUN_ALL}) and fix the first error.")
-        super().__init__(f"`{name}` is not defined or could not be evaluated" + (f" ({error})" if error else ""),
-                         hint=hint)
+        hint = (
+            f"Run the cell that defines `{name}` before this test."
+            if not error
+            else f"Run your notebook from the top ({RUN_ALL}) and fix the first error."
+        )
+        super().__init__(
+            f"`{name}` is not defined or could not be evaluated" + (f" ({error})" if error else ""), hint=hint
+        )
 
 
 def answer_name(expr: str) -> str:
@@ -49,7 +53,7 @@ def answer_name(expr: str) -> str:
     import keyword
     import re
 
-    code = re.sub(r"'[^']*'|\"[^\"]*\"", "''", expr)     # no names from inside strings
+    code = re.sub(r"'[^']*'|\"[^\"]*\"", "''", expr)  # no names from inside strings
     for m in re.finditer(r"(?<![\w.])([A-Za-z_]\w*)\s*\(", code):
         if not hasattr(builtins, m.group(1)):
             return m.group(1)
@@ -64,10 +68,12 @@ class DemoName(CheckFailed):
     """The student's answer uses a name that only an example cell defines: grading skips those."""
 
     def __init__(self, answer: str, name: str):
-        super().__init__(f"`{answer}` uses `{name}`, which only an example cell of the notebook defines, and "
-                         "the grader does not run the example cells",
-                         hint=f"The grader calls `{answer}` with its own data: work from what it is given (its "
-                              "arguments) and from the cells you write, not from the notebook's examples.")
+        super().__init__(
+            f"`{answer}` uses `{name}`, which only an example cell of the notebook defines, and "
+            "the grader does not run the example cells",
+            hint=f"The grader calls `{answer}` with its own data: work from what it is given (its "
+            "arguments) and from the cells you write, not from the notebook's examples.",
+        )
 
 
 class NotWritten(CheckFailed):
@@ -75,16 +81,20 @@ class NotWritten(CheckFailed):
 
     def __init__(self, expr: str):
         name = answer_name(expr)
-        super().__init__(f"`{name}` is not written yet (it still raises NotImplementedError)",
-                         hint=f"Replace `raise NotImplementedError()` in the cell that defines `{name}` with your "
-                              "code, run that cell, then this test.")
+        super().__init__(
+            f"`{name}` is not written yet (it still raises NotImplementedError)",
+            hint=f"Replace `raise NotImplementedError()` in the cell that defines `{name}` with your "
+            "code, run that cell, then this test.",
+        )
 
 
 class NotPlainValue(CheckFailed):
     def __init__(self, expr: str, why: str):
-        super().__init__(f"`{expr}` is {why}",
-                         hint="Keep the answer in numbers, strings, lists, tuples, sets or dicts (numpy and pandas "
-                              "values, Counter and defaultdict are fine too).")
+        super().__init__(
+            f"`{expr}` is {why}",
+            hint="Keep the answer in numbers, strings, lists, tuples, sets or dicts (numpy and pandas "
+            "values, Counter and defaultdict are fine too).",
+        )
 
 
 class RaisedInKernel(CheckFailed):
@@ -92,6 +102,8 @@ class RaisedInKernel(CheckFailed):
     (a registry refusing a schema) catches this one; others report it as a failure."""
 
     def __init__(self, expr: str, ename: str, evalue: str):
-        super().__init__(f"`{expr}` raised {ename}: {evalue}",
-                         hint="Fix the error in your code, then run the notebook again from the top.")
+        super().__init__(
+            f"`{expr}` raised {ename}: {evalue}",
+            hint="Fix the error in your code, then run the notebook again from the top.",
+        )
         self.ename, self.evalue = ename, evalue

@@ -90,24 +90,25 @@ def crash_on_write(name: str, nth: int) -> None:
         return f
 
     def hook(event, args):
-        if event == "os.rename":   # os.rename and os.replace: a temporary file renamed onto the checkpoint
+        if event == "os.rename":  # os.rename and os.replace: a temporary file renamed onto the checkpoint
             src, dst = args[0], args[1]
-            if matches(dst) and not matches(src):   # (a "checkpoint*" temporary file was counted when opened)
+            if matches(dst) and not matches(src):  # (a "checkpoint*" temporary file was counted when opened)
                 seen["count"] += 1
                 if seen["count"] == nth:
-                    crash()                          # before the rename: the old checkpoint stays
+                    crash()  # before the rename: the old checkpoint stays
             return
         if event != "open" or getattr(ours, "opening", False):
             return
         file, mode, flags = args
-        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
-                  (isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC))
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        )
         if writing and matches(file):
             seen["count"] += 1
             if seen["count"] == nth:
                 truncating = (isinstance(mode, str) and "w" in mode) or (isinstance(flags, int) and flags & os.O_TRUNC)
                 if truncating and os.path.exists(file):
-                    os.truncate(file, 0)     # opened for writing, nothing written yet: then the power cut
+                    os.truncate(file, 0)  # opened for writing, nothing written yet: then the power cut
                 crash()
 
     builtins.open = io.open = open_
@@ -143,7 +144,7 @@ def crash_after_commit(nth: int) -> None:
     from kafka import KafkaProducer
 
     real_send, real_abort = KafkaProducer.send, KafkaProducer.abort_transaction
-    sent = set()    # ids of producers whose open transaction sent a record
+    sent = set()  # ids of producers whose open transaction sent a record
 
     def send(self, *args, **kwargs):
         sent.add(id(self))
@@ -156,7 +157,7 @@ def crash_after_commit(nth: int) -> None:
     def sent_something(producer) -> bool:
         if id(producer) not in sent:
             return False
-        sent.discard(id(producer))     # the next transaction starts empty
+        sent.discard(id(producer))  # the next transaction starts empty
         return True
 
     KafkaProducer.send, KafkaProducer.abort_transaction = send, abort_transaction

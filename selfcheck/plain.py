@@ -13,7 +13,7 @@ import decimal
 import numbers
 from collections.abc import Mapping, Set
 
-MAX_ITEMS = 1_000_000   # a bound on the walk; a check's answers are far smaller
+MAX_ITEMS = 1_000_000  # a bound on the walk; a check's answers are far smaller
 
 
 class NotPlain(TypeError):
@@ -38,16 +38,16 @@ def plain(value, _depth: int = 0):
     if isinstance(value, decimal.Decimal):
         return float(value)
     if hasattr(value, "to_dict") and type(value).__module__.startswith("pandas"):
-        return plain(value.to_dict(), _depth + 1)        # a Series: index -> value
+        return plain(value.to_dict(), _depth + 1)  # a Series: index -> value
     if hasattr(value, "tolist") and type(value).__module__.startswith("numpy"):
-        return plain(value.tolist(), _depth + 1)         # an array, or a numpy scalar
+        return plain(value.tolist(), _depth + 1)  # an array, or a numpy scalar
     if isinstance(value, Mapping):
         _bounded(value)
         return {plain(k, _depth + 1): plain(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, Set):
         _bounded(value)
         return {plain(v, _depth + 1) for v in value}
-    if isinstance(value, tuple):                          # namedtuples too
+    if isinstance(value, tuple):  # namedtuples too
         return tuple(plain(v, _depth + 1) for v in value)
     if isinstance(value, (list, range)) or type(value).__name__ in ("deque", "array"):
         _bounded(value)
@@ -58,7 +58,7 @@ def plain(value, _depth: int = 0):
 def _exact(value):
     """A subclass of str, bytes or bool (an enum member, say) as the base type."""
     if isinstance(value, str):
-        return str.__str__(value)     # str() of a str-valued Enum would give its name
+        return str.__str__(value)  # str() of a str-valued Enum would give its name
     if isinstance(value, bytes):
         return bytes(value)
     return bool(value)

@@ -74,11 +74,21 @@ def run(lab: str, notebook: Path, demos: bool = False) -> dict:
     folder = Path(tempfile.mkdtemp(prefix=f"as-student-{lab}-"))
     copy_release(lab, folder)
     env = {k: v for k, v in os.environ.items() if k != "COURSE_OWN_CLUSTER"}
-    env.update(LAB_NAMESPACE=namespace, KAFKA_USERNAME=account.username, KAFKA_PASSWORD=account.password,
-               COURSE_OWN_CLUSTER_HOME=str(folder / ".own-cluster"))   # lab 7: a cluster of this run's own
+    env.update(
+        LAB_NAMESPACE=namespace,
+        KAFKA_USERNAME=account.username,
+        KAFKA_PASSWORD=account.password,
+        COURSE_OWN_CLUSTER_HOME=str(folder / ".own-cluster"),
+    )  # lab 7: a cluster of this run's own
     cell_timeout = max(CELL_TIMEOUT_S, policy(lab).slowest_cell_s)
-    client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
-                            interrupt_on_timeout=True, resources={"metadata": {"path": str(folder)}})
+    client = NotebookClient(
+        nb,
+        timeout=cell_timeout,
+        kernel_name="python3",
+        allow_errors=True,
+        interrupt_on_timeout=True,
+        resources={"metadata": {"path": str(folder)}},
+    )
     parts: dict[str, dict] = {}
     start = time.monotonic()
     try:
@@ -88,7 +98,7 @@ def run(lab: str, notebook: Path, demos: bool = False) -> dict:
                 if cell.cell_type != "code" or (DEMO_TAG in cell.metadata.get("tags", []) and not demos):
                     continue
                 label = test_label(cell)
-                if label in parts:   # each part is checked once, as when grading
+                if label in parts:  # each part is checked once, as when grading
                     continue
                 client.timeout = CHECK_TIMEOUT_S if label else cell_timeout  # type: ignore[assignment]  # seconds
                 try:
@@ -98,8 +108,10 @@ def run(lab: str, notebook: Path, demos: bool = False) -> dict:
                         parts[label] = {"passed": False, "said": "the kernel died"}
                     break
                 if label:
-                    parts[label] = {"passed": not any(o.get("output_type") == "error" for o in cell.outputs),
-                                    "said": first_line(cell.outputs)}
+                    parts[label] = {
+                        "passed": not any(o.get("output_type") == "error" for o in cell.outputs),
+                        "said": first_line(cell.outputs),
+                    }
     finally:
         try:
             left = footprint(connection, namespace)
@@ -109,7 +121,7 @@ def run(lab: str, notebook: Path, demos: bool = False) -> dict:
             remove_namespace(connection, namespace, account.username)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-    for cell in nb.cells:   # a part whose test cell never ran (the kernel died first)
+    for cell in nb.cells:  # a part whose test cell never ran (the kernel died first)
         label = test_label(cell)
         if label and label not in parts:
             parts[label] = {"passed": False, "said": "its test cell did not run: the kernel had died"}
@@ -121,8 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("lab")
     p.add_argument("notebook", type=Path)
     p.add_argument("--json", type=Path, required=True, help="where the parts' outcomes go")
-    p.add_argument("--demos", action="store_true", help="run the demo cells too, as a student does (a lab's whole "
-                   "footprint on the cluster)")
+    p.add_argument(
+        "--demos",
+        action="store_true",
+        help="run the demo cells too, as a student does (a lab's whole footprint on the cluster)",
+    )
     a = p.parse_args(argv)
     a.json.write_text(json.dumps(run(a.lab, a.notebook, a.demos), indent=1))
     return 0

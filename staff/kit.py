@@ -25,19 +25,32 @@ from autograder import GRADER, STAFF, STUDENT
 
 # Copied as they are: what students have (autograder.STUDENT, whole folders, the same the grading
 # sandbox shows) and the set-up files. Not the grader (autograder/) nor anything of the staff's.
-COPIED = (*STUDENT, "pyproject.toml", "requirements/runtime.txt", "requirements/hub.txt", "docker-compose.yml",
-          ".gitignore")
+COPIED = (
+    *STUDENT,
+    "pyproject.toml",
+    "requirements/runtime.txt",
+    "requirements/hub.txt",
+    "docker-compose.yml",
+    ".gitignore",
+)
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*_pb2*.py", "*.egg-info")
 
 # JupyterLab's settings for students (the folder `jupyter/`, put first on JUPYTER_CONFIG_PATH by
 # `make lab`): nbgrader's instructor parts are hidden and switched off. Students keep Validate.
 # JupyterLab's announcements (the "notified about official Jupyter news?" toast on the first page,
 # and its update checks) are off too: a lab opens on the lab, and a hub's servers call nobody.
-INSTRUCTOR_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
-                      "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:assignment-list")
+INSTRUCTOR_PLUGINS = (
+    "@jupyter/nbgrader:formgrader",
+    "@jupyter/nbgrader:create-assignment",
+    "@jupyter/nbgrader:course-list",
+    "@jupyter/nbgrader:assignment-list",
+)
 QUIET_PLUGINS = ("@jupyterlab/apputils-extension:announcements",)
-INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list",
-                                "nbgrader.server_extensions.assignment_list")
+INSTRUCTOR_SERVER_EXTENSIONS = (
+    "nbgrader.server_extensions.formgrader",
+    "nbgrader.server_extensions.course_list",
+    "nbgrader.server_extensions.assignment_list",
+)
 JUPYTER_CONFIG = {
     "labconfig/page_config.json": {"disabledExtensions": {name: True for name in INSTRUCTOR_PLUGINS + QUIET_PLUGINS}},
     "jupyter_server_config.json": {

@@ -34,11 +34,20 @@ from selfcheck.checks import policy
 from .corpus import Scenario, scenarios, student_work
 
 # What attacks try to change: the course's own folders, and files outside any grading folder.
-WATCHED = ("solutions", "labs", "autograder", "selfcheck", "staff", "cluster", "datasets", "pyproject.toml",
-           "nbgrader_config.py")
+WATCHED = (
+    "solutions",
+    "labs",
+    "autograder",
+    "selfcheck",
+    "staff",
+    "cluster",
+    "datasets",
+    "pyproject.toml",
+    "nbgrader_config.py",
+)
 ESCAPE_MARKERS = (Path("/tmp/kafka-course-escaped.txt"), Path("/course-escape.txt"), Path("/tmp/course-escape.txt"))
 
-CELL_TIMEOUT_S = 20      # short, so runaway cells cost little; the lab's cells take a few seconds
+CELL_TIMEOUT_S = 20  # short, so runaway cells cost little; the lab's cells take a few seconds
 TOTAL_TIMEOUT_S = 240
 
 
@@ -58,12 +67,16 @@ class Outcome:
     output: str
     seconds: float
     exit_code: int
-    problems: list[str] | None = None     # what went wrong beyond the score: leaks, leftovers
+    problems: list[str] | None = None  # what went wrong beyond the score: leaks, leftovers
 
     @property
     def ok(self) -> bool:
-        return (self.exit_code == 0 and self.scores == self.case.expected and self.case.note in self.output
-                and not self.problems)
+        return (
+            self.exit_code == 0
+            and self.scores == self.case.expected
+            and self.case.note in self.output
+            and not self.problems
+        )
 
 
 def labs() -> list[str]:
@@ -89,8 +102,9 @@ def cases(selected: list[str], workdir: Path, kinds=scenarios) -> list[Case]:
 
 def case_names(selected: list[str]) -> list[tuple[str, str]]:
     """(lab, case) of every grading `cases` makes for these labs: one test each in the suite."""
-    return [(lab, s.name) for lab in selected for s in scenarios(lab)] + \
-           [(lab, name) for lab in selected for name in ("blank-release", "solution")]
+    return [(lab, s.name) for lab in selected for s in scenarios(lab)] + [
+        (lab, name) for lab in selected for name in ("blank-release", "solution")
+    ]
 
 
 def expected_scores(s: Scenario, parts: dict[str, float]) -> dict[str, float]:
@@ -102,16 +116,34 @@ def expected_scores(s: Scenario, parts: dict[str, float]) -> dict[str, float]:
 
 def run(case: Case, outdir: Path) -> Outcome:
     result = outdir / f"{case.lab}-{case.name}.json"
-    cmd = [sys.executable, "-m", "autograder", "grade", case.lab, str(case.notebook), "--json", str(result),
-           "--cell-timeout", str(CELL_TIMEOUT_S), "--total-timeout", str(TOTAL_TIMEOUT_S)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        case.lab,
+        str(case.notebook),
+        "--json",
+        str(result),
+        "--cell-timeout",
+        str(CELL_TIMEOUT_S),
+        "--total-timeout",
+        str(TOTAL_TIMEOUT_S),
+    ]
     # the notebook's limit, plus what the lab's checks may take (lab 9 runs a Spark job three times)
     hung_after = TOTAL_TIMEOUT_S + policy(case.lab).checks_budget_s
     start = time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=hung_after)
     except subprocess.TimeoutExpired:
-        return Outcome(case, {}, f"the grading did not end within {hung_after} s",
-                       time.monotonic() - start, 99, ["the grading hung"])
+        return Outcome(
+            case,
+            {},
+            f"the grading did not end within {hung_after} s",
+            time.monotonic() - start,
+            99,
+            ["the grading hung"],
+        )
     seconds = time.monotonic() - start
     try:
         data = json.loads(result.read_text())
@@ -119,8 +151,14 @@ def run(case: Case, outdir: Path) -> Outcome:
         return Outcome(case, {}, proc.stdout + proc.stderr, seconds, proc.returncode or 99, [])
     scores = visible_scores(data)
     visible = "\n".join(t["output"] for t in data["tests"] if t.get("visibility") != "hidden")
-    return Outcome(case, scores, data["output"] + "\n" + visible + "\n" + proc.stdout, seconds, proc.returncode,
-                   after_grading(data))
+    return Outcome(
+        case,
+        scores,
+        data["output"] + "\n" + visible + "\n" + proc.stdout,
+        seconds,
+        proc.returncode,
+        after_grading(data),
+    )
 
 
 def run_in_kernel(case: Case, outdir: Path) -> Outcome:
@@ -133,8 +171,9 @@ def run_in_kernel(case: Case, outdir: Path) -> Outcome:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=hung_after)
     except subprocess.TimeoutExpired:
-        return Outcome(case, {}, f"the run did not end within {hung_after} s", time.monotonic() - start, 99,
-                       ["the run hung"])
+        return Outcome(
+            case, {}, f"the run did not end within {hung_after} s", time.monotonic() - start, 99, ["the run hung"]
+        )
     try:
         parts = json.loads(result.read_text())["parts"]
     except (OSError, ValueError, KeyError):
@@ -156,8 +195,11 @@ def after_grading(data: dict) -> list[str]:
         if secret and secret in student_view:
             problems.append("the student's view of the result shows the grading seed or the course's secret")
     if namespace:
-        alive = [p.pid for p in psutil.process_iter(["environ"])
-                 if (p.info.get("environ") or {}).get("LAB_NAMESPACE") == namespace.group(1)]
+        alive = [
+            p.pid
+            for p in psutil.process_iter(["environ"])
+            if (p.info.get("environ") or {}).get("LAB_NAMESPACE") == namespace.group(1)
+        ]
         if alive:
             problems.append(f"processes of the submission are still alive: {alive}")
         left = kafka_access_left(namespace.group(1))
@@ -168,8 +210,14 @@ def after_grading(data: dict) -> list[str]:
 
 def kafka_access_left(user: str) -> list[str]:
     """What the cluster still knows of a grading's user: its password, its ACLs."""
-    from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
-                             ResourcePatternFilter, ResourceType)
+    from kafka.admin import (
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePatternFilter,
+        ResourceType,
+    )
 
     from cluster import accounts
     from cluster.clients import admin_client
@@ -177,15 +225,23 @@ def kafka_access_left(user: str) -> list[str]:
     try:
         admin = admin_client("selftest")
     except Exception as e:  # any failure to reach the brokers means the same to the user
-        raise SystemExit(f"selftest: the Kafka cluster does not answer ({type(e).__name__}); the corpus is graded "
-                         "on it. Start it with `make up` (or `python -m cluster up`), then run this again.") from None
+        raise SystemExit(
+            f"selftest: the Kafka cluster does not answer ({type(e).__name__}); the corpus is graded "
+            "on it. Start it with `make up` (or `python -m cluster up`), then run this again."
+        ) from None
     try:
         # the brokers learn of a deletion a moment after the controller
         gone = wait_for(lambda: user not in accounts.users(admin), timeout_s=10, every_s=0.2)
         left = [] if gone else ["password"]
-        acls, _ = admin.describe_acls(ACLFilter(f"User:{user}", None, ACLOperation.ANY, ACLPermissionType.ANY,
-                                                ResourcePatternFilter(ResourceType.ANY, None,
-                                                                      ACLResourcePatternType.ANY)))
+        acls, _ = admin.describe_acls(
+            ACLFilter(
+                f"User:{user}",
+                None,
+                ACLOperation.ANY,
+                ACLPermissionType.ANY,
+                ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY),
+            )
+        )
         return left + [f"{len(acls)} ACLs"] * bool(acls)
     finally:
         admin.close()
@@ -216,15 +272,25 @@ def run_via_nbgrader(todo: list[Case], tmp: Path) -> list[Outcome]:
     outcomes = []
     for lab in sorted({c.lab for c in todo}):
         mine = [c for c in todo if c.lab == lab]
-        subprocess.run([nbgrader, "generate_assignment", lab, "--force", "--log-level=ERROR"], cwd=course, env=env,
-                       check=True, capture_output=True)
+        subprocess.run(
+            [nbgrader, "generate_assignment", lab, "--force", "--log-level=ERROR"],
+            cwd=course,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         for case in mine:
             folder = course / "submitted" / student_id(case) / lab
             shutil.copytree(RELEASE / lab, folder)
             shutil.copy(case.notebook, folder / f"{lab}.ipynb")
         start = time.monotonic()
-        proc = subprocess.run([nbgrader, "autograde", lab, "--force", "--log-level=ERROR"], cwd=course, env=env,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [nbgrader, "autograde", lab, "--force", "--log-level=ERROR"],
+            cwd=course,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         seconds = (time.monotonic() - start) / len(mine)
         with Gradebook(f"sqlite:///{course / '.nbgrader' / 'gradebook.db'}") as gb:
             for case in mine:
@@ -234,8 +300,16 @@ def run_via_nbgrader(todo: list[Case], tmp: Path) -> list[Outcome]:
                 except Exception:
                     scores = {}
                 # nbgrader keeps no notes; the CLI's self-test checks those
-                outcomes.append(Outcome(Case(case.name, lab, case.notebook, case.expected), scores,
-                                        proc.stderr[-2000:], seconds, proc.returncode, []))
+                outcomes.append(
+                    Outcome(
+                        Case(case.name, lab, case.notebook, case.expected),
+                        scores,
+                        proc.stderr[-2000:],
+                        seconds,
+                        proc.returncode,
+                        [],
+                    )
+                )
     return outcomes
 
 
@@ -258,8 +332,10 @@ def broker_settings() -> dict:
     try:
         admin = admin_client("selftest")
     except Exception as e:  # any failure to reach the brokers means the same to the user
-        raise SystemExit(f"selftest: the Kafka cluster does not answer ({type(e).__name__}); the corpus is graded "
-                         "on it. Start it with `make up` (or `python -m cluster up`), then run this again.") from None
+        raise SystemExit(
+            f"selftest: the Kafka cluster does not answer ({type(e).__name__}); the corpus is graded "
+            "on it. Start it with `make up` (or `python -m cluster up`), then run this again."
+        ) from None
     try:
         brokers = sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"])
         found = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b)) for b in brokers])
@@ -271,7 +347,7 @@ def broker_settings() -> dict:
 @dataclass
 class Report:
     outcomes: list[Outcome]
-    changed: list[str]       # what went wrong across all gradings: course files, escapes, broker settings
+    changed: list[str]  # what went wrong across all gradings: course files, escapes, broker settings
 
 
 def run_pooled(todo: list, tmp: Path, jobs: int, runner=run) -> list:
@@ -320,22 +396,28 @@ def run_pooled(todo: list, tmp: Path, jobs: int, runner=run) -> list:
     return [results[id(c)] for c in todo]
 
 
-def grade_corpus(selected: list[str], jobs: int = 2, corpus_dir: Path | None = None, only: list[str] | None = None,
-                 via: str = "cli") -> Report:
+def grade_corpus(
+    selected: list[str], jobs: int = 2, corpus_dir: Path | None = None, only: list[str] | None = None, via: str = "cli"
+) -> Report:
     """Grade every case of the selected labs (the CLI: `jobs` at a time; or nbgrader), or run
     each piece of student work as its student would, with the self-checks in the kernel
     (via="kernel"), for the scores the grader must give it."""
     with tempfile.TemporaryDirectory(prefix="selftest-") as tmp_name:
         tmp = Path(tmp_name)
         todo = cases(selected, corpus_dir or tmp / "corpus", student_work if via == "kernel" else scenarios)
-        if via == "kernel":   # the grader's notes are not the self-check's
+        if via == "kernel":  # the grader's notes are not the self-check's
             todo = [Case(c.name, c.lab, c.notebook, c.expected) for c in todo]
         if only:
             todo = [c for c in todo if any(o in c.name for o in only)]
-        how = {"nbgrader": "through nbgrader autograde",
-               "kernel": f"as students run them, self-checks in their kernels, {jobs} at a time"}
-        print(f"selftest: {len(todo)} {'runs' if via == 'kernel' else 'gradings'} of {', '.join(selected)}, "
-              + how.get(via, f"{jobs} at a time"), flush=True)
+        how = {
+            "nbgrader": "through nbgrader autograde",
+            "kernel": f"as students run them, self-checks in their kernels, {jobs} at a time",
+        }
+        print(
+            f"selftest: {len(todo)} {'runs' if via == 'kernel' else 'gradings'} of {', '.join(selected)}, "
+            + how.get(via, f"{jobs} at a time"),
+            flush=True,
+        )
         digest, settings = course_digest(), broker_settings()
         if via == "nbgrader":
             outcomes = run_via_nbgrader(todo, tmp)
@@ -361,8 +443,10 @@ def verdict(report: Report, lab: str, case: str) -> str | None:
 def describe(o: Outcome, width: int = 0) -> str:
     """One line per case; for a failure, what differed and the grader's output."""
     got, want = sum(o.scores.values()), sum(o.case.expected.values())
-    lines = [f"{o.case.lab + ' ' + o.case.name:<{width}}  {'PASS' if o.ok else 'FAIL'}  {o.seconds:5.1f}s  "
-             f"score {got:g} (expected {want:g})"]
+    lines = [
+        f"{o.case.lab + ' ' + o.case.name:<{width}}  {'PASS' if o.ok else 'FAIL'}  {o.seconds:5.1f}s  "
+        f"score {got:g} (expected {want:g})"
+    ]
     if not o.ok:
         wrong = {k: (o.scores.get(k), v) for k, v in o.case.expected.items() if o.scores.get(k) != v}
         lines.append(f"    parts (found, expected): {wrong}; exit code {o.exit_code}")
@@ -373,8 +457,13 @@ def describe(o: Outcome, width: int = 0) -> str:
     return "\n".join(lines)
 
 
-def selftest(labs: list[str] | None = None, jobs: int = 2, write_corpus: str | None = None,
-             only: list[str] | None = None, via: str = "cli") -> int:
+def selftest(
+    labs: list[str] | None = None,
+    jobs: int = 2,
+    write_corpus: str | None = None,
+    only: list[str] | None = None,
+    via: str = "cli",
+) -> int:
     selected = labs or globals()["labs"]()
     report = grade_corpus(selected, jobs, Path(write_corpus) if write_corpus else None, only, via)
     width = max((len(f"{o.case.lab} {o.case.name}") for o in report.outcomes), default=0)

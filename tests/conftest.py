@@ -22,7 +22,7 @@ SUFFIX = f"-{WORKER}" if WORKER else ""
 TEST_HOME = settings.ROOT / f".test-cluster{SUFFIX}"
 os.environ["COURSE_CLUSTER_HOME"] = str(TEST_HOME)
 os.environ["COURSE_PORT_BASE"] = str(settings.TEST_PORT_BASE + settings.TEST_WORKER_PORT_STEP * WORKER)
-os.environ["COURSE_OWN_CLUSTER_HOME"] = str(settings.ROOT / f".test-own-cluster{SUFFIX}")   # lab 7's, in the tests
+os.environ["COURSE_OWN_CLUSTER_HOME"] = str(settings.ROOT / f".test-own-cluster{SUFFIX}")  # lab 7's, in the tests
 os.environ.pop("KAFKA_BOOTSTRAP_SERVERS", None)
 os.environ.setdefault("LAB_NAMESPACE", "test")
 

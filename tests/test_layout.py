@@ -26,8 +26,12 @@ def imported(path: Path) -> set[str]:
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.add(node.module)
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
-                "import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
             found.add(str(node.args[0].value))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "__import__('" in node.value:
             found.add(node.value.split("__import__('", 1)[1].split("'", 1)[0])
@@ -62,11 +66,14 @@ def test_a_planted_import_across_the_line_is_caught(tmp_path, monkeypatch):
 
     planted = tmp_path / "selfcheck"
     planted.mkdir()
-    (planted / "sneaky.py").write_text("def f():\n    from autograder.pipeline import grade_notebook\n"
-                                       "x = \"__import__('autograder.kernel')\"\n")
+    (planted / "sneaky.py").write_text(
+        "def f():\n    from autograder.pipeline import grade_notebook\nx = \"__import__('autograder.kernel')\"\n"
+    )
     monkeypatch.setattr(layout, "ROOT", tmp_path)
     assert sorted(layout.crossings(("selfcheck",), ("autograder",))) == [
-        "selfcheck/sneaky.py imports autograder.kernel", "selfcheck/sneaky.py imports autograder.pipeline"]
+        "selfcheck/sneaky.py imports autograder.kernel",
+        "selfcheck/sneaky.py imports autograder.pipeline",
+    ]
 
 
 def test_no_grader_or_staff_file_reaches_a_student(tmp_path):

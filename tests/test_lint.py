@@ -1,5 +1,6 @@
-"""The code stays linted and typed: ruff and mypy, as configured in pyproject.toml ([tool.ruff],
-[tool.mypy]: what they check, and the three modules mypy leaves out and why), find nothing.
+"""The code stays formatted, linted and typed: ruff's formatter and linter and mypy, as configured
+in pyproject.toml ([tool.ruff], [tool.mypy]: what they check, and what mypy leaves out and why),
+find nothing.
 In `make test-fast` and so in `make test` too: a finding fails CI where it was written."""
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 def test_ruff_finds_nothing():
     found = run("ruff", "check", "--output-format", "concise", ".")
-    assert found.returncode == 0, f"ruff:\n{found.stdout[-4000:]}{found.stderr[-2000:]}\n(`ruff check --fix .` mends some)"
+    assert found.returncode == 0, (
+        f"ruff:\n{found.stdout[-4000:]}{found.stderr[-2000:]}\n(`ruff check --fix .` mends some)"
+    )
+
+
+def test_the_code_is_formatted():
+    found = run("ruff", "format", "--check", ".")
+    assert found.returncode == 0, (
+        f"ruff format:\n{found.stdout[-4000:]}{found.stderr[-2000:]}\n(`ruff format .` applies it)"
+    )
 
 
 def test_mypy_finds_nothing():

@@ -3,15 +3,17 @@ stays root, so the student's code cannot signal it. A subreaper, so every orphan
 becomes its child and stays in the sandbox's tree; it dies with the grader; it starts the
 program, and when the program ends, kills whatever the program left behind and exits as bwrap
 does (128 + signal for a killed program)."""
+
 import ctypes
 import os
 import signal
 import sys
 
 libc = ctypes.CDLL(None)
-libc.prctl(36, 1)   # PR_SET_CHILD_SUBREAPER: the sandbox's orphans become our children
-libc.prctl(1, 9)    # PR_SET_PDEATHSIG: SIGKILL when the grader dies
+libc.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: the sandbox's orphans become our children
+libc.prctl(1, 9)  # PR_SET_PDEATHSIG: SIGKILL when the grader dies
 me = str(os.getpid())
+
 
 def children():
     found = []
@@ -22,6 +24,7 @@ def children():
         except (OSError, IndexError):
             pass
     return found
+
 
 program = os.fork()
 if program == 0:
@@ -38,7 +41,7 @@ while True:
         code = os.waitstatus_to_exitcode(status)
         code = 128 - code if code < 0 else code
         break
-while True:   # the program has ended: so does everything it left behind
+while True:  # the program has ended: so does everything it left behind
     for pid in children():
         try:
             os.kill(pid, signal.SIGKILL)

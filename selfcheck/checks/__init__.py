@@ -32,7 +32,14 @@ from typing import Any, Protocol
 
 from cluster.clients import admin_client, qualify
 
-from ..errors import CheckFailed, MissingAnswer, NotPlainValue, NotWritten, RaisedInKernel, answer_name  # the checks' vocabulary
+from ..errors import (
+    CheckFailed,
+    MissingAnswer,
+    NotPlainValue,
+    NotWritten,
+    RaisedInKernel,
+    answer_name,
+)  # the checks' vocabulary
 from ..plain import NotPlain, plain
 
 DEFAULT_SEED = 6544  # self-checks in a student's kernel; grading uses the course's secret seed
@@ -47,8 +54,10 @@ def expect_equal(found: Any, expected: Any, what: str, hint: str = "") -> None:
     expect(found == expected, what, expected, found, hint)
 
 
-PREDICTIONS_RULE = ("a prediction earns its points by being made, in the form asked, before the demo runs; "
-                    "whether it was right is reported, not scored")
+PREDICTIONS_RULE = (
+    "a prediction earns its points by being made, in the form asked, before the demo runs; "
+    "whether it was right is reported, not scored"
+)
 
 
 def prediction(ctx: "Context", name: str, well_formed: Callable[[Any], bool], form: Any, what: str) -> Any:
@@ -56,9 +65,14 @@ def prediction(ctx: "Context", name: str, well_formed: Callable[[Any], bool], fo
     should be, in `form`). Only its form is scored: a value can be changed after the demo has
     shown the answer, so scoring whether it is right would reward exactly that."""
     value = ctx.sub.value(name)
-    expect(value is not None and well_formed(value), f"{name} should be {what}", expected=form, found=value,
-           hint="Write your prediction in the cell before the demo, replacing None, then run the demo. "
-                f"({PREDICTIONS_RULE[0].upper() + PREDICTIONS_RULE[1:]}.)")
+    expect(
+        value is not None and well_formed(value),
+        f"{name} should be {what}",
+        expected=form,
+        found=value,
+        hint="Write your prediction in the cell before the demo, replacing None, then run the demo. "
+        f"({PREDICTIONS_RULE[0].upper() + PREDICTIONS_RULE[1:]}.)",
+    )
     return value
 
 
@@ -93,7 +107,7 @@ class LocalSubmission:
     def __init__(self, user_ns: dict):
         self.ns = user_ns
 
-    def value(self, expr: str, timeout: float | None = None) -> Any:   # in the kernel: no time limit
+    def value(self, expr: str, timeout: float | None = None) -> Any:  # in the kernel: no time limit
         try:
             found = eval(expr, self.ns)  # the student's own kernel
         except NameError as e:
@@ -103,7 +117,7 @@ class LocalSubmission:
         except Exception as e:
             raise RaisedInKernel(expr, type(e).__name__, str(e)[:500]) from None
         try:
-            return plain(found)     # numpy, pandas, Counter ...: judged by value, as when graded
+            return plain(found)  # numpy, pandas, Counter ...: judged by value, as when graded
         except NotPlain as e:
             raise NotPlainValue(expr, str(e)) from None
 
@@ -120,7 +134,7 @@ class Context:
     # student's own login in a self-check (cluster.clients.connection()).
     kafka: dict
     seed: int = DEFAULT_SEED
-    workdir: Path = field(default_factory=Path.cwd)       # the notebook's folder
+    workdir: Path = field(default_factory=Path.cwd)  # the notebook's folder
     # Shared by the checks of one grading: results one check leaves for the next, and what
     # to undo at the end (processes it started).
     scratch: dict = field(default_factory=dict)
@@ -129,13 +143,13 @@ class Context:
     # (None: as plain processes, for a self-check in the student's own kernel).
     sandbox: Any = None
     env: dict[str, str] | None = None
-    logdir: Path | None = None        # the grader's own folder for scripts' logs (outside the sandbox)
+    logdir: Path | None = None  # the grader's own folder for scripts' logs (outside the sandbox)
     # A folder of the grader's for files a check makes and reads back (lab 10's Connect worker):
     # outside the working folder, so nothing the student's code left can be in it; only a process
     # the check starts with ctx.sandbox.with_writable(...) may write there. None in a self-check.
     private_dir: Path | None = None
-    student_user: str | None = None   # the grading's Kafka user, whose rights protect() narrows
-    own: Any = None                   # lab 7: the cluster of one's own that the check may break (cluster.own)
+    student_user: str | None = None  # the grading's Kafka user, whose rights protect() narrows
+    own: Any = None  # lab 7: the cluster of one's own that the check may break (cluster.own)
     # The TCP ports the grading's kernel (and whatever it started) listens on: a port the student
     # names must be one of these, not another grading's or a program's outside the sandbox.
     # None in a self-check (the student's own machine: nobody else's server to borrow).
@@ -194,7 +208,7 @@ def run_cleanups(cleanup: list[Callable[[], None]]) -> list[str]:
 @dataclass
 class Check:
     label: str
-    func: Callable[[Context], str | None]   # what it returns: more to say (a prediction's feedback)
+    func: Callable[[Context], str | None]  # what it returns: more to say (a prediction's feedback)
     title: str
     # When grading, the student's kernel is frozen while its check runs, so nothing the student
     # left running can act meanwhile (write a file the check reads, join a group it watches).
@@ -214,9 +228,11 @@ def check(label: str, kernel_runs: str = ""):
     """Register a check for one graded part; its docstring's first line is its title.
     kernel_runs: why the student's kernel must keep running during this check (it is frozen
     otherwise, the default)."""
+
     def register(func):
         REGISTRY[label] = Check(label, func, (func.__doc__ or label).strip().splitlines()[0], kernel_runs.strip())
         return func
+
     return register
 
 
@@ -233,11 +249,11 @@ class LabPolicy:
     """How one lab's gradings run, declared once in its checks module (`POLICY = LabPolicy(...)`;
     a lab without one takes these defaults) and read through policy(lab)."""
 
-    checks_budget_s: float = 120           # its checks' time, all together (part of a grading's deadline)
-    slowest_cell_s: float = 0              # its slowest cell, when longer than the grader's cell timeout
-    sandbox_processes: int | None = None   # its sandbox's process limit, when other than the grader's
-    gradings_at_once: int | None = None    # the self-test grades at most this many of its submissions at once
-    own_cluster: bool = False              # its checks break a cluster of the grading's own (lab 7)
+    checks_budget_s: float = 120  # its checks' time, all together (part of a grading's deadline)
+    slowest_cell_s: float = 0  # its slowest cell, when longer than the grader's cell timeout
+    sandbox_processes: int | None = None  # its sandbox's process limit, when other than the grader's
+    gradings_at_once: int | None = None  # the self-test grades at most this many of its submissions at once
+    own_cluster: bool = False  # its checks break a cluster of the grading's own (lab 7)
 
 
 def policy(lab: str) -> LabPolicy:
@@ -271,7 +287,7 @@ def grade(label: str, user_ns: dict | None = None) -> None:
 
         user_ns = get_ipython().user_ns
     ctx = Context(lab_of(label), label, LocalSubmission(user_ns), namespace(), connection(), DEFAULT_SEED)
-    if policy(ctx.lab).own_cluster:   # lab 7: the student's own cluster, to break
+    if policy(ctx.lab).own_cluster:  # lab 7: the student's own cluster, to break
         from cluster.own import own_cluster
 
         ctx.own = own_cluster()
@@ -280,5 +296,7 @@ def grade(label: str, user_ns: dict | None = None) -> None:
         detail = run_check(label, ctx)
     finally:
         ctx.finish()
-    print(f"{label} passed ({time.monotonic() - start:.1f} s): {REGISTRY[label].title}"
-          + (f"\n  {detail}" if detail else ""))
+    print(
+        f"{label} passed ({time.monotonic() - start:.1f} s): {REGISTRY[label].title}"
+        + (f"\n  {detail}" if detail else "")
+    )

@@ -37,7 +37,7 @@ from . import CheckFailed
 # one such batch (its output, a bytearray of it, the records' values) stay a few hundred MB, well
 # under the grader's 1 GB.
 MAX_BATCH_BYTES = 64 * 2**20
-CHUNK_BYTES = 2**20     # gzip and zstd are read this much at a time, lz4 decompressed this much
+CHUNK_BYTES = 2**20  # gzip and zstd are read this much at a time, lz4 decompressed this much
 
 # The names each module imported from kafka.codec and decompresses batches with.
 PATCHED = {
@@ -72,11 +72,13 @@ def bounded_poll(consumer, topic: str, timeout_ms: int, **kwargs) -> dict:
             return consumer.poll(timeout_ms=timeout_ms, **kwargs)
     except BatchTooLarge as e:
         bound = f"{e.limit / 2**20:g} MiB"
-        raise CheckFailed(f"the record batches of {topic} decompress to more than {bound} at a time",
-                          expected=f"at most {bound} once decompressed",
-                          found=f"{e.compressed:,} compressed bytes that decompress to more than {bound}",
-                          hint="Send records of a few kB; a lab's topics hold a few megabytes. Compression does "
-                               "not change that: the grader reads each batch as it is once decompressed.") from None
+        raise CheckFailed(
+            f"the record batches of {topic} decompress to more than {bound} at a time",
+            expected=f"at most {bound} once decompressed",
+            found=f"{e.compressed:,} compressed bytes that decompress to more than {bound}",
+            hint="Send records of a few kB; a lab's topics hold a few megabytes. Compression does "
+            "not change that: the grader reads each batch as it is once decompressed.",
+        ) from None
 
 
 @contextlib.contextmanager
@@ -100,9 +102,13 @@ def _install() -> None:
         import kafka.codec
 
         modules = {name: importlib.import_module(name) for name in PATCHED}
-        moved = [f"{m}.{n}" for m, names in PATCHED.items() for n in names
-                 if getattr(modules[m], n, None) is not getattr(kafka.codec, n, object())]
-        if moved:   # the test says so first; nothing is half-patched
+        moved = [
+            f"{m}.{n}"
+            for m, names in PATCHED.items()
+            for n in names
+            if getattr(modules[m], n, None) is not getattr(kafka.codec, n, object())
+        ]
+        if moved:  # the test says so first; nothing is half-patched
             raise RuntimeError(f"{', '.join(moved)}: not kafka.codec's; bounded_reads.py needs updating")
         for module_name, names in PATCHED.items():
             for name in names:
@@ -137,7 +143,7 @@ def _read_up_to(stream, limit: int) -> bytearray:
 
 
 def _gzip(payload, limit: int) -> bytearray:
-    with gzip.GzipFile(fileobj=io.BytesIO(payload), mode="rb") as f:   # as kafka.codec.gzip_decode
+    with gzip.GzipFile(fileobj=io.BytesIO(payload), mode="rb") as f:  # as kafka.codec.gzip_decode
         return _read_up_to(f, limit)
 
 
@@ -173,13 +179,13 @@ def _snappy(payload, limit: int) -> bytes:
 
     # Raw snappy declares each block's length up front and the decoder makes exactly that many
     # bytes (or fails), so the lengths are added up before anything is decompressed.
-    if not _detect_xerial_stream(payload):   # one raw block
+    if not _detect_xerial_stream(payload):  # one raw block
         blocks = [payload]
-    else:   # kafka.codec.snappy_decode's xerial framing: a 16-byte header, then (length, block)...
+    else:  # kafka.codec.snappy_decode's xerial framing: a 16-byte header, then (length, block)...
         blocks, pos = [], 16
         while pos < len(payload):
             (size,) = struct.unpack_from("!i", payload, pos)
-            blocks.append(payload[pos + 4:pos + 4 + size])
+            blocks.append(payload[pos + 4 : pos + 4 + size])
             pos += 4 + size
     total = 0
     for block in blocks:

@@ -12,9 +12,9 @@ from . import CheckFailed, Context, expect
 from .bounded_reads import bounded_poll
 
 READ_DEADLINE_S = 30
-DESCRIBE_WAIT_S = 10     # for a listed topic's metadata to reach the broker that answers
-LIST_ASKS = 5            # answers that must all leave a topic out before it is called missing
-MAX_READ_BYTES = 256 * 2**20   # of keys and values read from one topic
+DESCRIBE_WAIT_S = 10  # for a listed topic's metadata to reach the broker that answers
+LIST_ASKS = 5  # answers that must all leave a topic out before it is called missing
+MAX_READ_BYTES = 256 * 2**20  # of keys and values read from one topic
 
 
 def describe_topic(ctx: Context, name: str, hint: str = "") -> dict:
@@ -22,8 +22,7 @@ def describe_topic(ctx: Context, name: str, hint: str = "") -> dict:
     topic = ctx.topic(name)
 
     def described() -> list:
-        return [t for t in ctx.admin.describe_topics([topic])
-                if t.get("error_code", 0) == 0 and t["partitions"]]
+        return [t for t in ctx.admin.describe_topics([topic]) if t.get("error_code", 0) == 0 and t["partitions"]]
 
     # Each metadata request goes to one broker, and a broker may not have the controller's latest
     # metadata yet (seen in CI under load: one broker described a topic as unknown, and listed it
@@ -36,9 +35,13 @@ def describe_topic(ctx: Context, name: str, hint: str = "") -> dict:
         asked += 1
         time.sleep(0.2)
         found = described()
-    expect(bool(found), f"topic {topic!r} does not exist",
-           expected=topic, found=sorted(t for t in ctx.admin.list_topics() if in_namespace(ctx.namespace, t)),
-           hint=hint or f"Create it with lab.topic({name!r}) as its name.")
+    expect(
+        bool(found),
+        f"topic {topic!r} does not exist",
+        expected=topic,
+        found=sorted(t for t in ctx.admin.list_topics() if in_namespace(ctx.namespace, t)),
+        hint=hint or f"Create it with lab.topic({name!r}) as its name.",
+    )
     return found[0]
 
 
@@ -49,8 +52,11 @@ def graders_topic(ctx: Context, name: str, partitions: int, protect: bool = True
     check's truth; False for a topic the student's code is to write to."""
     from kafka.errors import TopicAlreadyExistsError
 
-    spec = {"num_partitions": partitions, "replication_factor": 3,
-            "configs": {k.replace("_", "."): v for k, v in configs.items()}}
+    spec = {
+        "num_partitions": partitions,
+        "replication_factor": 3,
+        "configs": {k.replace("_", "."): v for k, v in configs.items()},
+    }
     for _ in range(3):
         topic = ctx.topic(f"{name}-{ctx.rng.randrange(10**6)}")
         try:
@@ -101,9 +107,14 @@ def read_all(ctx: Context, name: str, limit: int = 300_000, isolation_level: str
     topic = ctx.topic(name)
     # Small fetches, and bounded_poll stops any batch that decompresses past its bound (a
     # compression bomb), before the size check below could.
-    with KafkaConsumer(**ctx.kafka, enable_auto_commit=False,
-                       client_id=f"grader-{ctx.namespace}", max_partition_fetch_bytes=2**20,
-                       fetch_max_bytes=4 * 2**20, isolation_level=isolation_level) as consumer:
+    with KafkaConsumer(
+        **ctx.kafka,
+        enable_auto_commit=False,
+        client_id=f"grader-{ctx.namespace}",
+        max_partition_fetch_bytes=2**20,
+        fetch_max_bytes=4 * 2**20,
+        isolation_level=isolation_level,
+    ) as consumer:
         tps = [TopicPartition(topic, p["partition_index"]) for p in meta["partitions"]]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
@@ -113,13 +124,18 @@ def read_all(ctx: Context, name: str, limit: int = 300_000, isolation_level: str
         deadline = time.monotonic() + READ_DEADLINE_S
         while any(consumer.position(tp) < end[tp] for tp in tps):
             if time.monotonic() > deadline:
-                raise CheckFailed(f"could not read {topic} within {READ_DEADLINE_S} s",
-                                  hint="This is a problem with the grader's cluster, not your code.")
+                raise CheckFailed(
+                    f"could not read {topic} within {READ_DEADLINE_S} s",
+                    hint="This is a problem with the grader's cluster, not your code.",
+                )
             for batch in bounded_poll(consumer, topic, timeout_ms=500).values():
                 records.extend(r for r in batch if r.offset < end[TopicPartition(r.topic, r.partition)])
                 size += sum(len(r.value or b"") + len(r.key or b"") for r in batch)
-            expect(size <= MAX_READ_BYTES, f"{topic} holds more than {MAX_READ_BYTES:,} bytes",
-                   hint="A lab's topics hold a few megabytes; send only what the question asks for.")
+            expect(
+                size <= MAX_READ_BYTES,
+                f"{topic} holds more than {MAX_READ_BYTES:,} bytes",
+                hint="A lab's topics hold a few megabytes; send only what the question asks for.",
+            )
             if len(records) > limit:
                 break
         return records

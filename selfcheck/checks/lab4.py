@@ -14,17 +14,34 @@ from .scripts import start, stop, wait
 
 TOPIC, PARTITIONS = "departures", 4
 MEMBER_SCRIPT = "group_member.py"
-MEMBERS = 5                 # one more than partitions: one must sit idle
-MEMBER_IDLE_S = 10          # a member stops after this long without a message (a loaded machine can take
-                            # several seconds to form a group of five: none may give up before)
+MEMBERS = 5  # one more than partitions: one must sit idle
+MEMBER_IDLE_S = 10  # a member stops after this long without a message (a loaded machine can take
+# several seconds to form a group of five: none may give up before)
 STABLE_DEADLINE_S = 30
-EXTRA_RECORDS = (20, 120)    # lab4-q2/q3: records the grader adds to each partition before the members start
-GRADERS_RECORD = {"year": 2013, "month": 1, "day": 1, "dep_time": 600, "sched_dep_time": 600, "dep_delay": 0,
-                  "arr_time": 700, "sched_arr_time": 700, "arr_delay": 0, "carrier": "ZZ", "flight": 1,
-                  "tailnum": "N0GRADE", "origin": "JFK", "dest": "LGA", "air_time": 40, "distance": 94, "hour": 6,
-                  "minute": 0, "time_hour": "2013-01-01T11:00:00Z"}   # shaped as the notebook's flights
-CRASH_IDLE_S = 40           # the lone member of lab4-q3's crash test waits this long for a message: long
-                            # after it has read everything, so only commits made in its loop count
+EXTRA_RECORDS = (20, 120)  # lab4-q2/q3: records the grader adds to each partition before the members start
+GRADERS_RECORD = {
+    "year": 2013,
+    "month": 1,
+    "day": 1,
+    "dep_time": 600,
+    "sched_dep_time": 600,
+    "dep_delay": 0,
+    "arr_time": 700,
+    "sched_arr_time": 700,
+    "arr_delay": 0,
+    "carrier": "ZZ",
+    "flight": 1,
+    "tailnum": "N0GRADE",
+    "origin": "JFK",
+    "dest": "LGA",
+    "air_time": 40,
+    "distance": 94,
+    "hour": 6,
+    "minute": 0,
+    "time_hour": "2013-01-01T11:00:00Z",
+}  # shaped as the notebook's flights
+CRASH_IDLE_S = 40  # the lone member of lab4-q3's crash test waits this long for a message: long
+# after it has read everything, so only commits made in its loop count
 
 
 def group_state(ctx: Context, group: str) -> dict:
@@ -42,11 +59,19 @@ def two_groups_see_everything(ctx: Context) -> None:
     ends = end_offsets(ctx, TOPIC)
     total = sum(ends.values())
     for name, group in (("dashboard_count", "dashboard"), ("archive_count", "archive")):
-        expect_equal(ctx.sub.value(name), total, f"{name}: messages read by group {ctx.group(group)}",
-                     hint="Each group keeps its own offsets: a new group with 'earliest' reads everything.")
-        expect_equal(committed_offsets(ctx, group, TOPIC), ends, f"offsets committed by {ctx.group(group)}",
-                     hint="A group's offsets are saved only when you commit: commit once the whole topic is read, "
-                          "before closing the consumer.")
+        expect_equal(
+            ctx.sub.value(name),
+            total,
+            f"{name}: messages read by group {ctx.group(group)}",
+            hint="Each group keeps its own offsets: a new group with 'earliest' reads everything.",
+        )
+        expect_equal(
+            committed_offsets(ctx, group, TOPIC),
+            ends,
+            f"offsets committed by {ctx.group(group)}",
+            hint="A group's offsets are saved only when you commit: commit once the whole topic is read, "
+            "before closing the consumer.",
+        )
     # The notebook's counts are the dataset's size; the same function must count a topic of the
     # grader's own whose oldest messages are deleted (so end offsets overstate what is there).
     from kafka import TopicPartition
@@ -58,14 +83,20 @@ def two_groups_see_everything(ctx: Context) -> None:
     ctx.admin.delete_records({TopicPartition(topic, p): o for p, o in deleted.items()})
     group = f"count-check-{ctx.rng.randrange(10**6)}"
     kept = sum(theirs.values()) - sum(deleted.values())
-    expect_equal(ctx.sub.value(f"count_in_group({topic!r}, {group!r})"), kept,
-                 f"count_in_group on the grader's topic ({sum(theirs.values())} offsets, the first "
-                 f"{sum(deleted.values())} deleted)",
-                 hint="Count the messages a consumer of the topic you are given reads, from the earliest offset "
-                      "still kept: end offsets count deleted messages too.")
-    expect_equal(committed_offsets(ctx, group, short_name(topic)), theirs,
-                 f"offsets committed by {ctx.group(group)} on the grader's topic",
-                 hint="Read in lab.group(group), the group you are given, and commit before you close.")
+    expect_equal(
+        ctx.sub.value(f"count_in_group({topic!r}, {group!r})"),
+        kept,
+        f"count_in_group on the grader's topic ({sum(theirs.values())} offsets, the first "
+        f"{sum(deleted.values())} deleted)",
+        hint="Count the messages a consumer of the topic you are given reads, from the earliest offset "
+        "still kept: end offsets count deleted messages too.",
+    )
+    expect_equal(
+        committed_offsets(ctx, group, short_name(topic)),
+        theirs,
+        f"offsets committed by {ctx.group(group)} on the grader's topic",
+        hint="Read in lab.group(group), the group you are given, and commit before you close.",
+    )
 
 
 @check("lab4-q2")
@@ -85,49 +116,75 @@ def _members_split_partitions(ctx: Context) -> list[int]:
     # members must read is known only by reading (or by the brokers), never from the dataset.
     extra = {p: ctx.rng.randint(*EXTRA_RECORDS) for p in range(PARTITIONS)}
     fill(ctx, ctx.topic(TOPIC), extra, value=json.dumps(GRADERS_RECORD).encode())
-    runs = [start(ctx, MEMBER_SCRIPT, group, f"member-{i}", str(MEMBER_IDLE_S), tag=f"{group}-{i}")
-            for i in range(MEMBERS)]
+    runs = [
+        start(ctx, MEMBER_SCRIPT, group, f"member-{i}", str(MEMBER_IDLE_S), tag=f"{group}-{i}") for i in range(MEMBERS)
+    ]
+
     def formed(state: dict) -> bool:
         # Stable, everyone in, and the partitions handed out (a leader that has not yet seen the
         # topic's metadata hands out nothing, and a new rebalance follows at once).
         members = state.get("members", [])
-        return state.get("group_state") == "Stable" and len(members) == MEMBERS and \
-            sum(len(assignment(m, ctx.topic(TOPIC))) for m in members) >= PARTITIONS
+        return (
+            state.get("group_state") == "Stable"
+            and len(members) == MEMBERS
+            and sum(len(assignment(m, ctx.topic(TOPIC))) for m in members) >= PARTITIONS
+        )
 
     def a_member_failed() -> bool:
         return any(r.proc.poll() not in (None, 0) for r in runs)
 
-    waited = wait_for(lambda: group_state(ctx, group), timeout_s=STABLE_DEADLINE_S, until=formed, every_s=0.5,
-                      stop_if=a_member_failed)
+    waited = wait_for(
+        lambda: group_state(ctx, group), timeout_s=STABLE_DEADLINE_S, until=formed, every_s=0.5, stop_if=a_member_failed
+    )
     if waited.stopped:
         bad = next(r for r in runs if r.proc.poll() not in (None, 0))
         last = bad.output().strip().splitlines()[-1:] or ["(no output)"]
-        raise CheckFailed(f"{MEMBER_SCRIPT} exited with status {bad.proc.returncode}: {last[0]}",
-                          hint="Run it yourself in a terminal (python group_member.py g m 5) to see the "
-                               "whole error.")
+        raise CheckFailed(
+            f"{MEMBER_SCRIPT} exited with status {bad.proc.returncode}: {last[0]}",
+            hint="Run it yourself in a terminal (python group_member.py g m 5) to see the whole error.",
+        )
     state = waited.last or {}
     members = state.get("members", [])
-    expect_equal(len(members), MEMBERS, f"members of group {ctx.group(group)} after {STABLE_DEADLINE_S} s",
-                 hint="Each copy must subscribe() with the group id it is given, and keep polling until it "
-                      "has been idle for the number of seconds it is given.")
+    expect_equal(
+        len(members),
+        MEMBERS,
+        f"members of group {ctx.group(group)} after {STABLE_DEADLINE_S} s",
+        hint="Each copy must subscribe() with the group id it is given, and keep polling until it "
+        "has been idle for the number of seconds it is given.",
+    )
     topic = ctx.topic(TOPIC)
     owned = sorted(len(assignment(m, topic)) for m in members)
     covered = sorted(p for m in members for p in assignment(m, topic))
-    expect_equal(covered, list(range(PARTITIONS)), "partitions assigned across the group (each exactly once)",
-                 hint="subscribe() lets the group assign partitions; assign() bypasses the group.")
+    expect_equal(
+        covered,
+        list(range(PARTITIONS)),
+        "partitions assigned across the group (each exactly once)",
+        hint="subscribe() lets the group assign partitions; assign() bypasses the group.",
+    )
     expect_equal(owned, [0] + [1] * PARTITIONS, "partitions per member (five members, four partitions)")
     ctx.scratch["member_runs"] = (group, runs)
     return owned
 
 
 def check_prediction(ctx: Context, owned: list[int]) -> str:
-    predicted = prediction(ctx, "predicted_shares",
-                           lambda v: isinstance(v, (list, tuple)) and len(v) == MEMBERS
-                           and all(isinstance(n, int) and not isinstance(n, bool) for n in v),
-                           "[n, n, n, n, n]", "five numbers of partitions, one per member")
-    return prediction_feedback("predicted_shares (in any order)", sorted(predicted), owned,
-                               "A partition is read by one member of a group at a time; with more members than "
-                               "partitions, some members get none.")
+    predicted = prediction(
+        ctx,
+        "predicted_shares",
+        lambda v: (
+            isinstance(v, (list, tuple))
+            and len(v) == MEMBERS
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in v)
+        ),
+        "[n, n, n, n, n]",
+        "five numbers of partitions, one per member",
+    )
+    return prediction_feedback(
+        "predicted_shares (in any order)",
+        sorted(predicted),
+        owned,
+        "A partition is read by one member of a group at a time; with more members than "
+        "partitions, some members get none.",
+    )
 
 
 @check("lab4-q3")
@@ -146,14 +203,22 @@ def members_commit_everything(ctx: Context) -> None:
         expect(bool(lines), f"{MEMBER_SCRIPT} should print one JSON line when it stops", found=r.output()[-300:])
         reports.append(json.loads(lines[-1]))
     ends = end_offsets(ctx, TOPIC)
-    expect_equal(committed_offsets(ctx, group, TOPIC), ends, f"offsets committed by {ctx.group(group)}",
-                 hint="Commit after each batch you processed, so the group holds your offsets before a partition "
-                      "moves to another member and before the consumer closes.")
+    expect_equal(
+        committed_offsets(ctx, group, TOPIC),
+        ends,
+        f"offsets committed by {ctx.group(group)}",
+        hint="Commit after each batch you processed, so the group holds your offsets before a partition "
+        "moves to another member and before the consumer closes.",
+    )
     processed = sum(int(rep.get("records", 0)) for rep in reports)
-    expect(processed >= sum(ends.values()), "records the members report having processed",
-           expected=f"at least {sum(ends.values())} (the topic's records, the grader's included)", found=processed,
-           hint="Report the records your member's polls returned: the grader adds records of its own to the topic "
-                "before it starts the members, so a count taken from the dataset or the demo is short.")
+    expect(
+        processed >= sum(ends.values()),
+        "records the members report having processed",
+        expected=f"at least {sum(ends.values())} (the topic's records, the grader's included)",
+        found=processed,
+        hint="Report the records your member's polls returned: the grader adds records of its own to the topic "
+        "before it starts the members, so a count taken from the dataset or the demo is short.",
+    )
     commits_while_running(ctx)
 
 
@@ -171,14 +236,18 @@ def commits_while_running(ctx: Context) -> None:
             if committed == ends:
                 return
             time.sleep(0.5)
-        raise CheckFailed(f"one {MEMBER_SCRIPT} alone in group {ctx.group(group)}, {time.monotonic() - since:.0f} s "
-                          "after it started and " + ("before it stopped" if run.proc.poll() is None else
-                                                      "until it stopped") + ", had committed less than the end",
-                          expected=ends, found=committed,
-                          hint="Commit after each batch you processed, inside the poll loop: a member that commits "
-                               "only when it stops loses nothing on a clean exit, and everything on a crash.")
+        raise CheckFailed(
+            f"one {MEMBER_SCRIPT} alone in group {ctx.group(group)}, {time.monotonic() - since:.0f} s "
+            "after it started and "
+            + ("before it stopped" if run.proc.poll() is None else "until it stopped")
+            + ", had committed less than the end",
+            expected=ends,
+            found=committed,
+            hint="Commit after each batch you processed, inside the poll loop: a member that commits "
+            "only when it stops loses nothing on a clean exit, and everything on a crash.",
+        )
     finally:
-        stop(run.proc)      # the crash: SIGKILL, no close(), no last commit
+        stop(run.proc)  # the crash: SIGKILL, no close(), no last commit
 
 
 @check("lab4-q4")
@@ -191,14 +260,19 @@ def lag_matches_the_broker(ctx: Context) -> None:
     topic = graders_topic(ctx, "lag-check", 3, protect=False)
     name = short_name(topic)
     group = ctx.group(name)
-    ctx.protect(topics=[topic], groups=[group])   # the lag is the grader's: the student's code may only read it
+    ctx.protect(topics=[topic], groups=[group])  # the lag is the grader's: the student's code may only read it
     fill(ctx, topic, {p: ctx.rng.randrange(5, 30) for p in range(3)})
     ends = end_offsets(ctx, name)
-    committed = {p: ctx.rng.randrange(0, ends[p]) for p in (0, 1)}   # partition 2: never committed
-    ctx.admin.alter_group_offsets(group, {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
-                                          for p, o in committed.items()})
+    committed = {p: ctx.rng.randrange(0, ends[p]) for p in (0, 1)}  # partition 2: never committed
+    ctx.admin.alter_group_offsets(
+        group, {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in committed.items()}
+    )
     truth = {p: ends[p] - committed.get(p, 0) for p in ends}
     got = ctx.sub.value(f"lag({group!r}, {topic!r})")
-    expect_equal(got, truth, f"lag({group!r}, {topic!r}) per partition",
-                 hint="Lag is how far the group's committed offset is behind the partition's end, for every partition "
-                      "of the topic (one never committed counts from 0); `group` is already a full group name.")
+    expect_equal(
+        got,
+        truth,
+        f"lag({group!r}, {topic!r}) per partition",
+        hint="Lag is how far the group's committed offset is behind the partition's end, for every partition "
+        "of the topic (one never committed counts from 0); `group` is already a full group name.",
+    )

@@ -12,11 +12,11 @@ from cluster.waiting import wait_for
 from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
 from .kafka_state import end_offsets, graders_topic, log_start_offsets, read_all, short_name
 
-FLIGHTS_OF_THE_DAY = 842          # flights of 1 January 2013 in the dataset
+FLIGHTS_OF_THE_DAY = 842  # flights of 1 January 2013 in the dataset
 RETENTION_LESSON = {"week": 0, "append-time": FLIGHTS_OF_THE_DAY, "forever": FLIGHTS_OF_THE_DAY, "week-plus-now": 1}
-RETENTION_WAIT_S = 30             # the brokers check retention every 2 s (cluster/settings.py)
-CLEANER_WAIT_S = 45               # the cleaner looks for work every second; a loaded machine is slower
-SEGMENT_MS = 3600 * 1000          # the least the cluster allows a namespace's topic (TOPIC_LIMITS)
+RETENTION_WAIT_S = 30  # the brokers check retention every 2 s (cluster/settings.py)
+CLEANER_WAIT_S = 45  # the cleaner looks for work every second; a loaded machine is slower
+SEGMENT_MS = 3600 * 1000  # the least the cluster allows a namespace's topic (TOPIC_LIMITS)
 KEYS = "ABCDEFG"
 
 
@@ -40,25 +40,37 @@ def missed_by_a_slow_group(ctx: Context) -> None:
     # Partition 0: the group is behind the deletion; 1: ahead of it; 2: never committed.
     committed = {0: ctx.rng.randrange(1, 15), 1: ctx.rng.randrange(25, ends[1])}
     deleted_to = {0: ctx.rng.randrange(20, 35), 1: ctx.rng.randrange(5, 20), 2: ctx.rng.randrange(5, 35)}
-    ctx.admin.alter_group_offsets(group, {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
-                                          for p, o in committed.items()})
+    ctx.admin.alter_group_offsets(
+        group, {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in committed.items()}
+    )
     ctx.admin.delete_records({TopicPartition(topic, p): o for p, o in deleted_to.items()})
     starts = log_start_offsets(ctx, name)
-    expect_equal(starts, deleted_to, "the log start offsets after the grader's deletion",
-                 hint="This is a problem with the grader's cluster, not your code.")
+    expect_equal(
+        starts,
+        deleted_to,
+        "the log start offsets after the grader's deletion",
+        hint="This is a problem with the grader's cluster, not your code.",
+    )
     truth = {p: max(0, starts[p] - committed.get(p, 0)) for p in starts}
     got = ctx.sub.value(f"missed({topic!r}, {group!r})")
-    expect_equal(got, truth, f"missed({topic!r}, {group!r}) per partition "
-                             f"(committed {committed}, log start offsets {starts})",
-                 hint="Compare the group's committed offset with each partition's log start offset "
-                      "(beginning_offsets), not with 0: deleted records keep their offsets. A partition the group "
-                      "never committed counts from 0, and a group ahead of the deletion missed nothing.")
+    expect_equal(
+        got,
+        truth,
+        f"missed({topic!r}, {group!r}) per partition (committed {committed}, log start offsets {starts})",
+        hint="Compare the group's committed offset with each partition's log start offset "
+        "(beginning_offsets), not with 0: deleted records keep their offsets. A partition the group "
+        "never committed counts from 0, and a group ahead of the deletion missed nothing.",
+    )
 
 
 def wait_for_retention(ctx: Context) -> dict[str, int]:
     """Records left in each of the demo's topics, once the week topics have been checked (bounded)."""
-    return wait_for(lambda: {name: len(read_all(ctx, name, limit=10 * FLIGHTS_OF_THE_DAY)) for name in RETENTION_LESSON},
-                    timeout_s=RETENTION_WAIT_S, until=lambda kept: kept == RETENTION_LESSON, every_s=1).last
+    return wait_for(
+        lambda: {name: len(read_all(ctx, name, limit=10 * FLIGHTS_OF_THE_DAY)) for name in RETENTION_LESSON},
+        timeout_s=RETENTION_WAIT_S,
+        until=lambda kept: kept == RETENTION_LESSON,
+        every_s=1,
+    ).last
 
 
 @check("lab6-q2")
@@ -69,16 +81,30 @@ def predicted_time_retention(ctx: Context) -> str:
     for name in RETENTION_LESSON:
         describe_topic(ctx, name, hint="Run the cell after your prediction: it makes the four topics.")
     kept = wait_for_retention(ctx)
-    expect_equal(kept, RETENTION_LESSON, "records kept in the demo's topics after the brokers checked retention",
-                 hint="The demo did not show what it should: run its cell again as given (it makes its topics anew).")
-    predicted = prediction(ctx, "predicted_kept",
-                           lambda v: isinstance(v, dict) and all(isinstance(v.get(n), int) and not isinstance(v.get(n), bool)
-                                                                 for n in RETENTION_LESSON),
-                           {n: "a number" for n in RETENTION_LESSON}, "a whole number of records for each topic")
-    return prediction_feedback("predicted_kept", {n: predicted[n] for n in RETENTION_LESSON}, kept,
-                               "Retention compares each closed segment's newest timestamp with retention.ms, and "
-                               "the timestamps are the producer's unless the topic says LogAppendTime. Think also "
-                               "about which segment a record sent now lands in.")
+    expect_equal(
+        kept,
+        RETENTION_LESSON,
+        "records kept in the demo's topics after the brokers checked retention",
+        hint="The demo did not show what it should: run its cell again as given (it makes its topics anew).",
+    )
+    predicted = prediction(
+        ctx,
+        "predicted_kept",
+        lambda v: (
+            isinstance(v, dict)
+            and all(isinstance(v.get(n), int) and not isinstance(v.get(n), bool) for n in RETENTION_LESSON)
+        ),
+        {n: "a number" for n in RETENTION_LESSON},
+        "a whole number of records for each topic",
+    )
+    return prediction_feedback(
+        "predicted_kept",
+        {n: predicted[n] for n in RETENTION_LESSON},
+        kept,
+        "Retention compares each closed segment's newest timestamp with retention.ms, and "
+        "the timestamps are the producer's unless the topic says LogAppendTime. Think also "
+        "about which segment a record sent now lands in.",
+    )
 
 
 def compaction_case(ctx: Context) -> tuple[list, list]:
@@ -104,8 +130,14 @@ def write_and_clean(ctx: Context, closed: list, active: list) -> list[int]:
     the cleaner has cleaned the closed part. The offsets the topic then holds."""
     from kafka import KafkaProducer
 
-    topic = graders_topic(ctx, "compaction-check", 1, cleanup_policy="compact", segment_ms=str(SEGMENT_MS),
-                      min_cleanable_dirty_ratio="0.01")
+    topic = graders_topic(
+        ctx,
+        "compaction-check",
+        1,
+        cleanup_policy="compact",
+        segment_ms=str(SEGMENT_MS),
+        min_cleanable_dirty_ratio="0.01",
+    )
     with KafkaProducer(**ctx.kafka) as producer:
         # A segment rolls at an append whose timestamp is more than segment.ms after the segment's
         # first record's: the closed writes are stamped two segment.ms back, the active ones now,
@@ -113,22 +145,27 @@ def write_and_clean(ctx: Context, closed: list, active: list) -> list[int]:
         back = int(time.time() * 1000) - 2 * SEGMENT_MS
         for key, value in closed:
             producer.send(topic, key=key.encode(), value=value and value.encode(), timestamp_ms=back).get(timeout=10)
-        for key, value in active:   # the first of these rolls the segment
+        for key, value in active:  # the first of these rolls the segment
             producer.send(topic, key=key.encode(), value=value.encode()).get(timeout=10)
     name = short_name(topic)
 
-    def cleaned(records: list) -> bool:   # no key twice among the closed segment's records
+    def cleaned(records: list) -> bool:  # no key twice among the closed segment's records
         closed_keys = [r.key for r in records if r.offset < len(closed)]
         return len(closed_keys) == len(set(closed_keys))
 
     waited = wait_for(lambda: read_all(ctx, name), timeout_s=CLEANER_WAIT_S, until=cleaned, every_s=0.5)
     if not waited:
-        raise CheckFailed(f"the log cleaner did not clean {topic} within {CLEANER_WAIT_S} s",
-                          hint="This is a problem with the grader's cluster, not your code: ask for a regrade.")
+        raise CheckFailed(
+            f"the log cleaner did not clean {topic} within {CLEANER_WAIT_S} s",
+            hint="This is a problem with the grader's cluster, not your code: ask for a regrade.",
+        )
     offsets = sorted(r.offset for r in waited.last)
-    expect(offsets[-len(active):] == list(range(len(closed), len(closed) + len(active))),
-           f"{topic} should have kept all {len(active)} writes of its active segment",
-           found=offsets, hint="This is a problem with the grader's cluster, not your code: ask for a regrade.")
+    expect(
+        offsets[-len(active) :] == list(range(len(closed), len(closed) + len(active))),
+        f"{topic} should have kept all {len(active)} writes of its active segment",
+        found=offsets,
+        hint="This is a problem with the grader's cluster, not your code: ask for a regrade.",
+    )
     return offsets
 
 
@@ -140,10 +177,14 @@ def predicted_compaction(ctx: Context) -> None:
     got = ctx.sub.value(f"survivors({closed!r}, {active!r})")
     if isinstance(got, (list, tuple, set, frozenset)) and all(isinstance(o, int) for o in got):
         got = sorted(got)
-    expect_equal(got, found, f"survivors(closed, active) for closed={closed}, active={active}",
-                 hint="Compaction keeps the newest record of each key in the closed segments, and a tombstone is "
-                      "such a record (it stays for delete.retention.ms). The active segment is not cleaned at all, "
-                      "and no record changes its offset.")
+    expect_equal(
+        got,
+        found,
+        f"survivors(closed, active) for closed={closed}, active={active}",
+        hint="Compaction keeps the newest record of each key in the closed segments, and a tombstone is "
+        "such a record (it stays for delete.retention.ms). The active segment is not cleaned at all, "
+        "and no record changes its offset.",
+    )
 
 
 def table_case(ctx: Context) -> tuple[list[tuple[str, dict | None]], dict]:
@@ -158,8 +199,13 @@ def table_case(ctx: Context) -> tuple[list[tuple[str, dict | None]], dict]:
             writes.append((plane, None))
             del table[plane]
         else:
-            status = {"tailnum": plane, "last_origin": ctx.rng.choice(airports[:3]),
-                      "last_dest": ctx.rng.choice(airports[3:]), "departed": ctx.rng.randrange(500, 2359), "seq": i}
+            status = {
+                "tailnum": plane,
+                "last_origin": ctx.rng.choice(airports[:3]),
+                "last_dest": ctx.rng.choice(airports[3:]),
+                "departed": ctx.rng.randrange(500, 2359),
+                "seq": i,
+            }
             writes.append((plane, status))
             table[plane] = status
     if not any(status is None and plane not in table for plane, status in writes):
@@ -185,17 +231,23 @@ def rebuilds_the_table(ctx: Context) -> None:
             producer.send(topic, key=key.encode(), value=None if value is None else json.dumps(value).encode())
         producer.flush()
     got = ctx.sub.value(f"rebuild({topic!r})")
-    expect(isinstance(got, dict), f"rebuild({topic!r}) should return a dict", expected="{key: value}",
-           found=type(got).__name__)
+    expect(
+        isinstance(got, dict),
+        f"rebuild({topic!r}) should return a dict",
+        expected="{key: value}",
+        found=type(got).__name__,
+    )
     missing = sorted(set(table) - set(got))
     extra = sorted(set(got) - set(table))
     stale = sorted(k for k in set(table) & set(got) if got[k] != table[k])
     tombstoned = sorted(k for k, v in writes if v is None and k not in table)
-    expect(not (missing or extra or stale),
-           f"rebuild({topic!r}): {len(got)} keys, {len(missing)} missing, {len(extra)} that should not be there, "
-           f"{len(stale)} with an old or wrong value",
-           expected=f"{len(table)} keys", found={"missing": missing[:3], "extra": extra[:3],
-                                                 "stale": {k: got[k] for k in stale[:2]}},
-           hint=("A tombstone (value None) removes its key from the table. " if set(extra) & set(tombstoned) else "")
-           + "Read every partition from its log start offset to its end offset (not until one empty poll), "
-             "apply each partition's records in offset order, keys as str and values parsed from JSON.")
+    expect(
+        not (missing or extra or stale),
+        f"rebuild({topic!r}): {len(got)} keys, {len(missing)} missing, {len(extra)} that should not be there, "
+        f"{len(stale)} with an old or wrong value",
+        expected=f"{len(table)} keys",
+        found={"missing": missing[:3], "extra": extra[:3], "stale": {k: got[k] for k in stale[:2]}},
+        hint=("A tombstone (value None) removes its key from the table. " if set(extra) & set(tombstoned) else "")
+        + "Read every partition from its log start offset to its end offset (not until one empty poll), "
+        "apply each partition's records in offset order, keys as str and values parsed from JSON.",
+    )

@@ -37,9 +37,9 @@ from .scripts import start, stop, wait
 # submissions at once (three more JVMs each): six at once would be 18 brokers on 2 cores.
 POLICY = LabPolicy(own_cluster=True, gradings_at_once=2)
 BROKERS = (1, 2, 3)
-STATE_WAIT_S = 30          # for leaders and ISRs to settle after a broker stops, dies or returns
-ACK_WAIT_S = 30            # for the student's producer to acknowledge what it was given
-REFUSAL_WINDOW_S = 3       # how long an acks=all producer's writes are watched being refused
+STATE_WAIT_S = 30  # for leaders and ISRs to settle after a broker stops, dies or returns
+ACK_WAIT_S = 30  # for the student's producer to acknowledge what it was given
+REFUSAL_WINDOW_S = 3  # how long an acks=all producer's writes are watched being refused
 CONSUMER_WAIT_S = 45
 POLL_S = 0.2
 ACKED = re.compile(r"^acked (\S+)\s*$", re.M)
@@ -47,8 +47,11 @@ ACKED = re.compile(r"^acked (\S+)\s*$", re.M)
 
 # --- the grading's own cluster ----------------------------------------------------------------
 def cluster_of(ctx: Context):
-    expect(ctx.own is not None and ctx.own.cluster is not None, "lab 7 is checked on a cluster of its own",
-           hint="Run the notebook's first cell: it starts your own cluster.")
+    expect(
+        ctx.own is not None and ctx.own.cluster is not None,
+        "lab 7 is checked on a cluster of its own",
+        hint="Run the notebook's first cell: it starts your own cluster.",
+    )
     return ctx.own.cluster
 
 
@@ -97,22 +100,27 @@ def wait_until(probe, what: str, timeout: float = STATE_WAIT_S):
 def partitions(ctx: Context, topic: str) -> dict[int, tuple[int | None, frozenset]]:
     """partition -> (leader or None, in-sync replicas), as the cluster's metadata says."""
     desc = retried(ctx, lambda a: a.describe_topics([topic])[0], f"describing {topic}")
-    return {p["partition_index"]: (p["leader_id"] if p["leader_id"] >= 0 else None, frozenset(p["isr_nodes"]))
-            for p in desc["partitions"]}
+    return {
+        p["partition_index"]: (p["leader_id"] if p["leader_id"] >= 0 else None, frozenset(p["isr_nodes"]))
+        for p in desc["partitions"]
+    }
 
 
-def new_topic(ctx: Context, name: str, configs: dict | None = None, assignments: dict | None = None,
-              partitions_: int = 3) -> str:
+def new_topic(
+    ctx: Context, name: str, configs: dict | None = None, assignments: dict | None = None, partitions_: int = 3
+) -> str:
     """A topic of the grader's on the grading's cluster. The student's user may read and write
     it (its scripts do) but not delete it or change its settings."""
     from kafka.admin import NewTopic
 
     topic = ctx.topic(f"{name}-{ctx.rng.randrange(10**6)}")
-    spec = (NewTopic(topic, -1, -1, replica_assignments=assignments, topic_configs=configs or {}) if assignments
-            else NewTopic(topic, partitions_, 3, topic_configs=configs or {}))
+    spec = (
+        NewTopic(topic, -1, -1, replica_assignments=assignments, topic_configs=configs or {})
+        if assignments
+        else NewTopic(topic, partitions_, 3, topic_configs=configs or {})
+    )
     retried(ctx, lambda a: a.create_topics([spec]), f"creating {topic}")
-    wait_until(lambda: all(leader is not None for leader, _ in partitions(ctx, topic).values()),
-               f"leaders for {topic}")
+    wait_until(lambda: all(leader is not None for leader, _ in partitions(ctx, topic).values()), f"leaders for {topic}")
     if ctx.student_user:
         from kafka.admin import (
             ACL,
@@ -123,9 +131,16 @@ def new_topic(ctx: Context, name: str, configs: dict | None = None, assignments:
             ResourceType,
         )
 
-        acls = [ACL(f"User:{ctx.student_user}", "*", op, ACLPermissionType.DENY,
-                                    ResourcePattern(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL))
-                for op in (ACLOperation.DELETE, ACLOperation.ALTER_CONFIGS)]
+        acls = [
+            ACL(
+                f"User:{ctx.student_user}",
+                "*",
+                op,
+                ACLPermissionType.DENY,
+                ResourcePattern(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL),
+            )
+            for op in (ACLOperation.DELETE, ACLOperation.ALTER_CONFIGS)
+        ]
         retried(ctx, lambda a: a.create_acls(acls), f"protecting {topic}")
     return topic
 
@@ -133,16 +148,25 @@ def new_topic(ctx: Context, name: str, configs: dict | None = None, assignments:
 def set_min_insync(ctx: Context, topic: str, n: int) -> None:
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    retried(ctx, lambda a: a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
-                                                          configs={"min.insync.replicas": str(n)})]),
-            f"setting min.insync.replicas on {topic}")
+    retried(
+        ctx,
+        lambda a: a.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic, configs={"min.insync.replicas": str(n)})]
+        ),
+        f"setting min.insync.replicas on {topic}",
+    )
     want = str(n)
 
     def applied():
-        res = retried(ctx, lambda a: a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
-                                                                        configs=["min.insync.replicas"])]),
-                      f"reading {topic}'s settings")
+        res = retried(
+            ctx,
+            lambda a: a.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, topic, configs=["min.insync.replicas"])]
+            ),
+            f"reading {topic}'s settings",
+        )
         return want in str(res)
+
     wait_until(applied, f"min.insync.replicas={n} on {topic}")
 
 
@@ -162,23 +186,33 @@ def stop_one(ctx: Context, broker: int, kill: bool = False) -> None:
     from cluster.brokers import live_brokers
 
     (cluster_of(ctx).kill_broker if kill else cluster_of(ctx).stop_broker)(broker)
-    wait_until(lambda: broker not in retried(ctx, live_brokers, "listing the live brokers"),
-               f"broker {broker} leaving the live brokers")
+    wait_until(
+        lambda: broker not in retried(ctx, live_brokers, "listing the live brokers"),
+        f"broker {broker} leaving the live brokers",
+    )
 
 
 def settled_without(ctx: Context, topic: str, broker: int) -> dict:
     def settled():
         state = partitions(ctx, topic)
-        ok = all(leader != broker and broker not in isr and (leader is None or leader in isr)
-                 for leader, isr in state.values())
+        ok = all(
+            leader != broker and broker not in isr and (leader is None or leader in isr)
+            for leader, isr in state.values()
+        )
         return state if ok else None
+
     return wait_until(settled, f"{topic} settling without broker {broker}")
 
 
 def settled_with_all(ctx: Context, topic: str) -> dict:
     def full():
         state = partitions(ctx, topic)
-        return state if all(leader is not None and isr >= {leader} and len(isr) == 3 for leader, isr in state.values()) else None
+        return (
+            state
+            if all(leader is not None and isr >= {leader} and len(isr) == 3 for leader, isr in state.values())
+            else None
+        )
+
     return wait_until(full, f"every replica of {topic} in sync")
 
 
@@ -197,9 +231,13 @@ def leaves_every_broker_up(func):
         try:
             return func(ctx)
         finally:
-            if ctx.own is not None and ctx.own.cluster is not None \
-                    and not (ctx.own.throwaway and ctx.label == LAST_CHECK):
+            if (
+                ctx.own is not None
+                and ctx.own.cluster is not None
+                and not (ctx.own.throwaway and ctx.label == LAST_CHECK)
+            ):
                 all_up(ctx)
+
     return wrapped
 
 
@@ -251,24 +289,38 @@ def leaders_and_isr(ctx: Context) -> str:
     stop_one(ctx, victim)
     truth = settled_without(ctx, topic, victim)
     # a client's metadata may lag the cluster's by a moment: ask again, briefly
-    found = wait_for(lambda: value_despite_the_stopped_broker(ctx, f"partition_state({topic!r})"), timeout_s=5,
-                     until=lambda found: as_state(found) in (None, truth), every_s=0.5).last
+    found = wait_for(
+        lambda: value_despite_the_stopped_broker(ctx, f"partition_state({topic!r})"),
+        timeout_s=5,
+        until=lambda found: as_state(found) in (None, truth),
+        every_s=0.5,
+    ).last
     got = as_state(found)
-    expect(got is not None, f"partition_state({topic!r}) should map each partition to (leader, in-sync replicas)",
-           expected="{0: (2, [2, 3]), 1: (1, [1]), ...}", found=repr(found)[:300],
-           hint="Use admin.describe_topics([topic]): each partition has a leader_id and isr_nodes.")
-    assert got is not None   # expect() raised otherwise
+    expect(
+        got is not None,
+        f"partition_state({topic!r}) should map each partition to (leader, in-sync replicas)",
+        expected="{0: (2, [2, 3]), 1: (1, [1]), ...}",
+        found=repr(found)[:300],
+        hint="Use admin.describe_topics([topic]): each partition has a leader_id and isr_nodes.",
+    )
+    assert got is not None  # expect() raised otherwise
     wrong = {p: (got.get(p), truth[p]) for p in truth if got.get(p) != truth[p]}
     extra = sorted(set(got) - set(truth), key=str)
     if wrong or extra:
         show = lambda s: None if s is None else (s[0], sorted(s[1]))
         lines = "; ".join(f"partition {p}: expected {show(t)}, found {show(g)}" for p, (g, t) in sorted(wrong.items()))
-        hint = ("The in-sync replicas are isr_nodes, not replica_nodes: a stopped broker is still a replica, "
-                "but no longer in sync." if any(g and t[1] < g[1] for g, t in wrong.values()) else
-                "The leader is leader_id as the cluster says now, not the first replica (the preferred leader).")
-        raise CheckFailed(f"partition_state({topic!r}) with broker {victim} stopped (replicas {assignments})",
-                          expected="every partition as the cluster says", found=lines or f"extra partitions {extra}",
-                          hint=hint)
+        hint = (
+            "The in-sync replicas are isr_nodes, not replica_nodes: a stopped broker is still a replica, "
+            "but no longer in sync."
+            if any(g and t[1] < g[1] for g, t in wrong.values())
+            else "The leader is leader_id as the cluster says now, not the first replica (the preferred leader)."
+        )
+        raise CheckFailed(
+            f"partition_state({topic!r}) with broker {victim} stopped (replicas {assignments})",
+            expected="every partition as the cluster says",
+            found=lines or f"extra partitions {extra}",
+            hint=hint,
+        )
     return f"{n} partitions, broker {victim} stopped"
 
 
@@ -286,10 +338,12 @@ def real_outcomes(ctx: Context) -> dict[tuple, bool]:
     outcomes = probe_writes(ctx, {(m, 3): t for m, t in whole.items()})
     topics = {}
     for m in (1, 2, 3):
-        topics[(m, 1)] = new_topic(ctx, f"min{m}-one", {"min.insync.replicas": str(m)},
-                                   assignments={0: [ctx.rng.choice(others), victim]})
-        topics[(m, 2)] = new_topic(ctx, f"min{m}-two", {"min.insync.replicas": str(m)},
-                                   assignments={0: ctx.rng.sample(BROKERS, 3)})
+        topics[(m, 1)] = new_topic(
+            ctx, f"min{m}-one", {"min.insync.replicas": str(m)}, assignments={0: [ctx.rng.choice(others), victim]}
+        )
+        topics[(m, 2)] = new_topic(
+            ctx, f"min{m}-two", {"min.insync.replicas": str(m)}, assignments={0: ctx.rng.sample(BROKERS, 3)}
+        )
     stop_one(ctx, victim)
     for topic in topics.values():
         settled_without(ctx, topic, victim)
@@ -304,8 +358,14 @@ def probe_writes(ctx: Context, topics: dict) -> dict[tuple, bool]:
 
     outcomes = {}
     for acks in (1, "all"):
-        with KafkaProducer(**cluster_of(ctx).admin_connection(), acks=acks, retries=0,
-                           enable_idempotence=False, request_timeout_ms=10_000, max_block_ms=15_000) as producer:
+        with KafkaProducer(
+            **cluster_of(ctx).admin_connection(),
+            acks=acks,
+            retries=0,
+            enable_idempotence=False,
+            request_timeout_ms=10_000,
+            max_block_ms=15_000,
+        ) as producer:
             for (m, in_sync), topic in topics.items():
                 for attempt in range(5):
                     try:
@@ -314,7 +374,7 @@ def probe_writes(ctx: Context, topics: dict) -> dict[tuple, bool]:
                     except KafkaError as e:
                         if "NotEnoughReplicas" in type(e).__name__:
                             outcomes[(acks, m, in_sync)] = False
-                        elif attempt == 4:   # stale metadata and the like: the grader's problem, not the student's
+                        elif attempt == 4:  # stale metadata and the like: the grader's problem, not the student's
                             raise RuntimeError(f"the grader's probe write to {topic} failed: {e!r}") from None
                         else:
                             time.sleep(1)
@@ -331,17 +391,28 @@ def predicts_acknowledgements(ctx: Context) -> str:
     cases = list(truth)
     ctx.rng.shuffle(cases)
     found = ctx.sub.value(f"[accepts(acks, min_insync, in_sync) for acks, min_insync, in_sync in {cases!r}]")
-    expect(isinstance(found, list) and len(found) == len(cases) and all(isinstance(x, (bool, int)) for x in found),
-           "accepts(...) should return True or False", found=repr(found)[:300],
-           hint="Return True when the leader acknowledges the write, False when it refuses it.")
+    expect(
+        isinstance(found, list) and len(found) == len(cases) and all(isinstance(x, (bool, int)) for x in found),
+        "accepts(...) should return True or False",
+        found=repr(found)[:300],
+        hint="Return True when the leader acknowledges the write, False when it refuses it.",
+    )
     wrong = [(c, bool(f)) for c, f in zip(cases, found) if bool(f) != truth[c]]
     if wrong:
         (acks, m, i), said = wrong[0]
-        hint = ("With acks=1 the leader answers as soon as it has written the record itself; min.insync.replicas "
-                "only counts for acks='all'." if acks == 1 else
-                "With acks='all' the leader needs at least min.insync.replicas replicas in sync (itself included).")
-        raise CheckFailed(f"{len(wrong)} of {len(cases)} predictions differ from what the brokers did; e.g. "
-                          f"accepts({acks!r}, {m}, {i})", expected=truth[(acks, m, i)], found=said, hint=hint)
+        hint = (
+            "With acks=1 the leader answers as soon as it has written the record itself; min.insync.replicas "
+            "only counts for acks='all'."
+            if acks == 1
+            else "With acks='all' the leader needs at least min.insync.replicas replicas in sync (itself included)."
+        )
+        raise CheckFailed(
+            f"{len(wrong)} of {len(cases)} predictions differ from what the brokers did; e.g. "
+            f"accepts({acks!r}, {m}, {i})",
+            expected=truth[(acks, m, i)],
+            found=said,
+            hint=hint,
+        )
     return f"{len(cases)} writes"
 
 
@@ -360,20 +431,27 @@ def feed(run, lines) -> None:
         run.proc.stdin.write("".join(f"{v}\n" for v in lines).encode())
         run.proc.stdin.flush()
     except (BrokenPipeError, OSError):
-        raise CheckFailed(f"{run.name} stopped reading its input", found=run.output()[-500:],
-                          hint="Read records from sys.stdin until it ends.") from None
+        raise CheckFailed(
+            f"{run.name} stopped reading its input",
+            found=run.output()[-500:],
+            hint="Read records from sys.stdin until it ends.",
+        ) from None
 
 
 def wait_acked(run, want: set[str], what: str, timeout: float = ACK_WAIT_S) -> None:
-    if wait_for(lambda: want <= acked(run), timeout_s=timeout, every_s=POLL_S,
-                stop_if=lambda: run.proc.poll() is not None):
+    if wait_for(
+        lambda: want <= acked(run), timeout_s=timeout, every_s=POLL_S, stop_if=lambda: run.proc.poll() is not None
+    ):
         return
     missing = sorted(want - acked(run))
-    raise CheckFailed(f"{run.name} did not report {len(missing)} of the {len(want)} records {what} as acknowledged "
-                      f"within {timeout:.0f} s", expected=f"a line 'acked {missing[0]}'",
-                      found=run.output()[-600:] or "(no output)",
-                      hint="Print 'acked <value>' from the send's callback (or future) once the broker has "
-                           "acknowledged it; keep retrying failed sends (acks='all', retries).")
+    raise CheckFailed(
+        f"{run.name} did not report {len(missing)} of the {len(want)} records {what} as acknowledged "
+        f"within {timeout:.0f} s",
+        expected=f"a line 'acked {missing[0]}'",
+        found=run.output()[-600:] or "(no output)",
+        hint="Print 'acked <value>' from the send's callback (or future) once the broker has "
+        "acknowledged it; keep retrying failed sends (acks='all', retries).",
+    )
 
 
 def log_values(ctx: Context, topic: str) -> list[str]:
@@ -434,14 +512,18 @@ def producer_under_faults(ctx: Context) -> str:
     # replicas in sync than min.insync.replicas, a new leader's high watermark stands still.)
     time.sleep(window)
     early = acked(run) & set(second)
-    expect(not early, f"{run.name} reported {len(early)} of {len(second)} records as acknowledged while only 2 of 3 "
-                      "replicas were in sync and the topic required 3 (min.insync.replicas=3)",
-           expected="no 'acked' line: every write refused (NotEnoughReplicas) and retried", found=sorted(early)[:3],
-           hint="Either the producer does not wait for the in-sync replicas (use acks='all': with acks=1 the "
-                "leader acknowledges alone), or it prints 'acked' before the broker answered (print in the send's "
-                "callback, not after send()).")
-    allowed_ms = int(time.time() * 1000)       # before this, no acks="all" write could be appended
-    set_min_insync(ctx, topic, 2)   # two in sync are enough again: the retries now succeed
+    expect(
+        not early,
+        f"{run.name} reported {len(early)} of {len(second)} records as acknowledged while only 2 of 3 "
+        "replicas were in sync and the topic required 3 (min.insync.replicas=3)",
+        expected="no 'acked' line: every write refused (NotEnoughReplicas) and retried",
+        found=sorted(early)[:3],
+        hint="Either the producer does not wait for the in-sync replicas (use acks='all': with acks=1 the "
+        "leader acknowledges alone), or it prints 'acked' before the broker answered (print in the send's "
+        "callback, not after send()).",
+    )
+    allowed_ms = int(time.time() * 1000)  # before this, no acks="all" write could be appended
+    set_min_insync(ctx, topic, 2)  # two in sync are enough again: the retries now succeed
     wait_acked(run, set(second), "given while writes were refused (retried once allowed again)")
     cluster_of(ctx).start_broker(victim)
     settled_with_all(ctx, topic)
@@ -456,37 +538,61 @@ def producer_under_faults(ctx: Context) -> str:
     if run.proc.stdin is not None:
         run.proc.stdin.close()
     code = wait(run, 30)
-    expect(code == 0, f"{run.name} should end by itself (exit 0) once its input ends", found=f"exit {code}: "
-           + run.output()[-300:], hint="After the input ends, flush() the producer and return.")
+    expect(
+        code == 0,
+        f"{run.name} should end by itself (exit 0) once its input ends",
+        found=f"exit {code}: " + run.output()[-300:],
+        hint="After the input ends, flush() the producer and return.",
+    )
     records = log_records(ctx, topic)
     log, fed = [v for v, _ in records], set(first + second + third)
     # A producer with acks=1 whose prints wait for the in-sync replicas to come back (its login
     # can see them) hides from the window above, not from the log: the leader appended its writes
     # while min.insync.replicas=3 refused every acks="all" write.
     written_early = sorted(v for v, ts in records if v in set(second) and ts < allowed_ms)
-    expect(not written_early, f"the leaders appended {len(written_early)} of the {len(second)} records given while "
-                              "min.insync.replicas=3 could not be met, before it was lowered again",
-           expected="none: the leaders refuse every acks='all' write while too few replicas are in sync",
-           found=written_early[:3],
-           hint="The producer does not wait for the in-sync replicas: create it with acks='all' (with acks=1 the "
-                "leader writes and answers alone).")
+    expect(
+        not written_early,
+        f"the leaders appended {len(written_early)} of the {len(second)} records given while "
+        "min.insync.replicas=3 could not be met, before it was lowered again",
+        expected="none: the leaders refuse every acks='all' write while too few replicas are in sync",
+        found=written_early[:3],
+        hint="The producer does not wait for the in-sync replicas: create it with acks='all' (with acks=1 the "
+        "leader writes and answers alone).",
+    )
     lost = sorted(acked(run) - set(log))
-    expect(not lost, f"{len(lost)} records reported as acknowledged are not in the topic", found=lost[:3],
-           hint="Report a record only from the callback of its successful send.")
+    expect(
+        not lost,
+        f"{len(lost)} records reported as acknowledged are not in the topic",
+        found=lost[:3],
+        hint="Report a record only from the callback of its successful send.",
+    )
     strangers = sorted(set(log) - fed)
-    expect(not strangers, f"the topic holds {len(strangers)} values the grader never gave", found=strangers[:3],
-           hint="Send each input line (without its newline) as the record's value, as it is.")
+    expect(
+        not strangers,
+        f"the topic holds {len(strangers)} values the grader never gave",
+        found=strangers[:3],
+        hint="Send each input line (without its newline) as the record's value, as it is.",
+    )
     dupes = len(log) - len(set(log))
-    predicted = prediction(ctx, "predicted_kept", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-                           and float(v).is_integer() and 0 <= v <= 100, "a whole number from 0 to 100, e.g. 80",
-                           "how many of the 100 records acknowledged in section 5's first run (acks=1) the topic "
-                           "still holds at the end")
-    return (f"{len(fed)} records, broker {victim} stopped then broker {leader} killed; "
-            f"{dupes} duplicate{'s' if dupes != 1 else ''} in the log; "
-            + prediction_feedback("predicted_kept", int(predicted), KEPT_ACKS_1,
-                                  "The returning follower never had the 50 late records, and the old leader cut "
-                                  "its log back to the new leader's: acks=1's acknowledgements said nothing "
-                                  "about the follower."))
+    predicted = prediction(
+        ctx,
+        "predicted_kept",
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() and 0 <= v <= 100,
+        "a whole number from 0 to 100, e.g. 80",
+        "how many of the 100 records acknowledged in section 5's first run (acks=1) the topic still holds at the end",
+    )
+    return (
+        f"{len(fed)} records, broker {victim} stopped then broker {leader} killed; "
+        f"{dupes} duplicate{'s' if dupes != 1 else ''} in the log; "
+        + prediction_feedback(
+            "predicted_kept",
+            int(predicted),
+            KEPT_ACKS_1,
+            "The returning follower never had the 50 late records, and the old leader cut "
+            "its log back to the new leader's: acks=1's acknowledgements said nothing "
+            "about the follower.",
+        )
+    )
 
 
 # What section 5's first run keeps of its 100 acknowledged records, on any machine (its demo
@@ -520,32 +626,51 @@ def consumer_fails_over(ctx: Context) -> str:
     group = ctx.group(f"journal-readers-{ctx.rng.randrange(10**6)}")
     before, after = values(ctx, "old", 50), values(ctx, "new", 50)
     with KafkaProducer(**cluster_of(ctx).admin_connection(), acks="all", linger_ms=5) as producer:
-        for v in before:   # written before the consumer starts: it must read from the start
+        for v in before:  # written before the consumer starts: it must read from the start
             producer.send(topic, v.encode())
         producer.flush(30)
         run = start(ctx, "consumer.py", topic, group, tag="consumer")
-        wait_for(lambda: set(before) <= printed(run), timeout_s=CONSUMER_WAIT_S, every_s=POLL_S,
-                 stop_if=lambda: run.proc.poll() is not None)
+        wait_for(
+            lambda: set(before) <= printed(run),
+            timeout_s=CONSUMER_WAIT_S,
+            every_s=POLL_S,
+            stop_if=lambda: run.proc.poll() is not None,
+        )
         missing = sorted(set(before) - printed(run))
-        expect(not missing, f"{run.name} did not print the {len(missing)} records written before it started",
-               expected=missing[:2], found=run.output()[-400:] or "(no output)",
-               hint="A new group starts where auto_offset_reset says: 'earliest' reads what was there before. "
-                    "Print each record's value on a line of its own.")
+        expect(
+            not missing,
+            f"{run.name} did not print the {len(missing)} records written before it started",
+            expected=missing[:2],
+            found=run.output()[-400:] or "(no output)",
+            hint="A new group starts where auto_offset_reset says: 'earliest' reads what was there before. "
+            "Print each record's value on a line of its own.",
+        )
         leader = most_leader(ctx, topic)
         stop_one(ctx, leader, kill=True)
         for v in after:
             producer.send(topic, v.encode())
         producer.flush(60)
-    wait_for(lambda: set(after) <= printed(run), timeout_s=CONSUMER_WAIT_S, every_s=POLL_S,
-             stop_if=lambda: run.proc.poll() is not None)
+    wait_for(
+        lambda: set(after) <= printed(run),
+        timeout_s=CONSUMER_WAIT_S,
+        every_s=POLL_S,
+        stop_if=lambda: run.proc.poll() is not None,
+    )
     missing = sorted(set(after) - printed(run))
-    expect(not missing, f"{run.name} did not print {len(missing)} of the {len(after)} records written after "
-                        f"broker {leader}, the leader of most partitions, was killed",
-           expected=missing[:2], found=("exited: " if run.proc.poll() is not None else "") + run.output()[-400:],
-           hint="Keep polling: the client finds the new leaders by itself within seconds. A consumer that stops "
-                "when no record arrives for a moment (consumer_timeout_ms) gives up during the election.")
-    expect(wait_for(lambda: committed_to_end(ctx, topic, group), timeout_s=20, every_s=POLL_S * 2).done, f"the group {group} should have committed its offsets to the end",
-           hint="Consume in the group given as the second argument and commit what you have printed (commit() "
-                "after each batch, or auto-commit).")
+    expect(
+        not missing,
+        f"{run.name} did not print {len(missing)} of the {len(after)} records written after "
+        f"broker {leader}, the leader of most partitions, was killed",
+        expected=missing[:2],
+        found=("exited: " if run.proc.poll() is not None else "") + run.output()[-400:],
+        hint="Keep polling: the client finds the new leaders by itself within seconds. A consumer that stops "
+        "when no record arrives for a moment (consumer_timeout_ms) gives up during the election.",
+    )
+    expect(
+        wait_for(lambda: committed_to_end(ctx, topic, group), timeout_s=20, every_s=POLL_S * 2).done,
+        f"the group {group} should have committed its offsets to the end",
+        hint="Consume in the group given as the second argument and commit what you have printed (commit() "
+        "after each batch, or auto-commit).",
+    )
     stop(run.proc)
     return f"{len(before) + len(after)} records, broker {leader} killed"

@@ -33,12 +33,12 @@ from .kafka_state import graders_topic, read_all, short_name
 from .scripts import read_student_file, start, stop, wait
 
 JOB_SCRIPT = "delays_job.py"
-OUTPUT, CHECKPOINT = "hourly", "hourly-checkpoint"    # the job's folders, in the notebook's folder
+OUTPUT, CHECKPOINT = "hourly", "hourly-checkpoint"  # the job's folders, in the notebook's folder
 WATERMARK = timedelta(minutes=30)
 WINDOW = timedelta(hours=1)
-FAKE_CARRIER = "ZZ"            # no such airline: its flights exist only on the grader's topics
+FAKE_CARRIER = "ZZ"  # no such airline: its flights exist only on the grader's topics
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-JOB_DEADLINE_S = 120           # one run of the job (Spark's start included)
+JOB_DEADLINE_S = 120  # one run of the job (Spark's start included)
 POLICY = LabPolicy(
     # Two Spark drivers at once (the kernel's and the job's): a grading's sandbox peaked at 306
     # threads and processes (its pids group's pids.peak), past the course's 256, where the job's
@@ -47,16 +47,16 @@ POLICY = LabPolicy(
     # The self-test grades at most two lab 9 submissions at once: two Spark drivers each, whose
     # sandbox peaked at 1.3 GB (memory cgroup's max_usage), and a core while they run.
     gradings_at_once=2,
-    slowest_cell_s=120,                           # the set-up cell starts Spark: seconds alone, far more when loaded
-    checks_budget_s=3 * JOB_DEADLINE_S + 300,     # the job's three runs and the other checks
+    slowest_cell_s=120,  # the set-up cell starts Spark: seconds alone, far more when loaded
+    checks_budget_s=3 * JOB_DEADLINE_S + 300,  # the job's three runs and the other checks
 )
-SPARK_VALUE_S = 120            # a value the grader reads by running a Spark job in the kernel
+SPARK_VALUE_S = 120  # a value the grader reads by running a Spark job in the kernel
 # What in_sandbox.call runs in the grading's sandbox: these open the student's files (Parquet
 # parts, the SQLite table) with plain file APIs, where a link reaches only what the sandbox shows.
 IN_SANDBOX = ("output_rows", "committed_files", "sqlite_rows", "sqlite_clear", "sqlite_insert")
-MAX_OUTPUT_ROWS = 100_000      # of the job's output or the table, read by the grader (a day holds a few hundred)
+MAX_OUTPUT_ROWS = 100_000  # of the job's output or the table, read by the grader (a day holds a few hundred)
 SPARK_FOOTER = {b"org.apache.spark.version", b"org.apache.spark.sql.parquet.row.metadata"}
-SPARK_DRIVER = "org.apache.spark.deploy.SparkSubmit"   # the JVM pyspark starts for a session
+SPARK_DRIVER = "org.apache.spark.deploy.SparkSubmit"  # the JVM pyspark starts for a session
 
 
 def utc_text(value, naive_is_local: bool) -> str:
@@ -67,7 +67,7 @@ def utc_text(value, naive_is_local: bool) -> str:
     if not isinstance(value, datetime):
         return str(value)
     if value.tzinfo is None and naive_is_local:
-        value = value.astimezone()            # local -> aware
+        value = value.astimezone()  # local -> aware
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     return str(value)
@@ -98,13 +98,21 @@ def graders_flights(ctx: Context, cut_hour: int | None = None) -> list[dict]:
     day = ctx.rng.randrange(2, 32)
     events = departures(day=day)
     start_t, end_t = when(events[0]), when(events[-1])
-    numbers = ctx.rng.sample(range(1000, 10000), 12)    # distinct: lab9-q5 keys its rows by id
+    numbers = ctx.rng.sample(range(1000, 10000), 12)  # distinct: lab9-q5 keys its rows by id
     for i in range(12):
         at = start_t + timedelta(minutes=ctx.rng.randrange(int((end_t - start_t).total_seconds() // 60)))
         origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
-        events.append({"id": f"2013-01-{day:02d} {FAKE_CARRIER}{numbers[i]} {origin}",
-                       "carrier": FAKE_CARRIER, "origin": origin, "dest": "ORD", "tailnum": None,
-                       "dep_delay": ctx.rng.randrange(-15, 300), "dep_time": iso(at)})
+        events.append(
+            {
+                "id": f"2013-01-{day:02d} {FAKE_CARRIER}{numbers[i]} {origin}",
+                "carrier": FAKE_CARRIER,
+                "origin": origin,
+                "dest": "ORD",
+                "tailnum": None,
+                "dep_delay": ctx.rng.randrange(-15, 300),
+                "dep_time": iso(at),
+            }
+        )
     return sorted(events, key=lambda e: e["dep_time"])
 
 
@@ -126,7 +134,7 @@ def flights_topic(ctx: Context, events: list[dict], partitions: int = 3) -> str:
 
 
 KERNEL_SPARK = "__import__('cluster.spark', fromlist=['spark_session'])"
-IN_KERNEL = "__import__('selfcheck.checks.lab9', fromlist=['_'])"     # this module, in the student's kernel
+IN_KERNEL = "__import__('selfcheck.checks.lab9', fromlist=['_'])"  # this module, in the student's kernel
 SCHEMA = "id STRING, carrier STRING, origin STRING, dest STRING, tailnum STRING, dep_delay INT, dep_time TIMESTAMP"
 
 
@@ -142,15 +150,17 @@ def reference_flights(topic: str):
     for record in Lab("lab9", bootstrap_servers(), namespace(), connection()).read(topic):
         e = json.loads(record.value)
         # aware (UTC): PySpark would read a naive datetime as the machine's local time
-        rows.append((e["id"], e["carrier"], e["origin"], e["dest"], e["tailnum"], e["dep_delay"],
-                     when(e).replace(tzinfo=UTC)))
+        rows.append(
+            (e["id"], e["carrier"], e["origin"], e["dest"], e["tailnum"], e["dep_delay"], when(e).replace(tzinfo=UTC))
+        )
     return spark_session().createDataFrame(rows, SCHEMA)
 
 
 def batch_read(topic: str) -> str:
     """An expression, run in the student's kernel, for the raw DataFrame of the whole topic."""
-    return (f"{KERNEL_SPARK}.spark_session().read.format('kafka')"
-            f".options(**{KERNEL_SPARK}.kafka_options({topic!r})).load()")
+    return (
+        f"{KERNEL_SPARK}.spark_session().read.format('kafka').options(**{KERNEL_SPARK}.kafka_options({topic!r})).load()"
+    )
 
 
 @check("lab9-q1", kernel_runs="the question runs Spark, a child of the kernel")
@@ -161,24 +171,34 @@ def parses_values(ctx: Context) -> None:
     rows = ctx.sub.value(
         f"[(r['id'], r['carrier'], r['origin'], r['dest'], r['tailnum'], r['dep_delay'], "
         f"type(r['dep_time']).__name__, {IN_KERNEL}.utc_text(r['dep_time'], True)) "
-        f"for r in parse({batch_read(topic)}).collect()]", timeout=SPARK_VALUE_S)
+        f"for r in parse({batch_read(topic)}).collect()]",
+        timeout=SPARK_VALUE_S,
+    )
     expect(isinstance(rows, list), "parse(raw) should return a DataFrame with a row per record", found=rows)
     types = sorted({str(r[6]) for r in rows})
-    expect(types in ([], ["datetime"]), "dep_time should be a timestamp column",
-           expected="datetime values", found=types,
-           hint="Declare dep_time as TIMESTAMP in the schema (or convert it with F.to_timestamp): "
-                "event-time windows and watermarks need a timestamp, not text.")
+    expect(
+        types in ([], ["datetime"]),
+        "dep_time should be a timestamp column",
+        expected="datetime values",
+        found=types,
+        hint="Declare dep_time as TIMESTAMP in the schema (or convert it with F.to_timestamp): "
+        "event-time windows and watermarks need a timestamp, not text.",
+    )
     got = sorted(tuple(r[:6]) + (r[7],) for r in rows)
-    want = sorted((e["id"], e["carrier"], e["origin"], e["dest"], e["tailnum"], e["dep_delay"],
-                   str(when(e))) for e in events)
+    want = sorted(
+        (e["id"], e["carrier"], e["origin"], e["dest"], e["tailnum"], e["dep_delay"], str(when(e))) for e in events
+    )
     missing = sorted(set(want) - set(got))[:2]
     extra = sorted(set(got) - set(want))[:2]
-    expect(got == want, f"the parsed flights of {topic}",
-           expected=f"{len(want)} rows, e.g. {want[0]}",
-           found=f"{len(got)} rows; missing e.g. {missing}; unexpected e.g. {extra}",
-           hint="Parse the value (bytes: cast to string first) with from_json and the schema given, then "
-                "select the struct's fields as columns (\"f.*\"). The checks use their own flights, not the "
-                "notebook's.")
+    expect(
+        got == want,
+        f"the parsed flights of {topic}",
+        expected=f"{len(want)} rows, e.g. {want[0]}",
+        found=f"{len(got)} rows; missing e.g. {missing}; unexpected e.g. {extra}",
+        hint="Parse the value (bytes: cast to string first) with from_json and the schema given, then "
+        'select the struct\'s fields as columns ("f.*"). The checks use their own flights, not the '
+        "notebook's.",
+    )
 
 
 def hourly_truth(events: list[dict]) -> dict[tuple[str, str], tuple[int, float]]:
@@ -205,16 +225,20 @@ def compare_hourly(found: list[tuple], truth: dict, required: set, what: str, hi
         seen.add(key)
         want = truth.get(key)
         try:
-            avg = float(avg)               # a Decimal average is as good as a double
+            avg = float(avg)  # a Decimal average is as good as a double
         except (TypeError, ValueError):
             pass
         if want is None or flights != want[0] or not isinstance(avg, float) or not close(avg, want[1]):
             wrong.append((key, (flights, avg), want))
     missing = sorted(required - seen)
-    expect(not (wrong or twice or missing), what,
-           expected=f"{len(required)} (hour, origin) rows at least, each with its flights and average delay",
-           found=f"{len(found)} rows; wrong: {len(wrong)} e.g. {wrong[:2]}; twice: {twice[:2]}; "
-                 f"missing: {len(missing)} e.g. {missing[:2]}", hint=hint)
+    expect(
+        not (wrong or twice or missing),
+        what,
+        expected=f"{len(required)} (hour, origin) rows at least, each with its flights and average delay",
+        found=f"{len(found)} rows; wrong: {len(wrong)} e.g. {wrong[:2]}; twice: {twice[:2]}; "
+        f"missing: {len(missing)} e.g. {missing[:2]}",
+        hint=hint,
+    )
 
 
 @check("lab9-q2", kernel_runs="the question runs Spark, a child of the kernel")
@@ -224,16 +248,25 @@ def hourly_delays_in_batch(ctx: Context) -> None:
     topic = flights_topic(ctx, events)
     # The flights parsed by the grader's code (in the kernel), so this part does not hang on parse().
     parsed = f"{IN_KERNEL}.reference_flights({topic!r})"
-    rows = ctx.sub.value(f"[({IN_KERNEL}.utc_text(r['hour'], True), r['origin'], r['flights'], r['avg_delay']) "
-                         f"for r in hourly_delays({parsed}).collect()]",
-                         timeout=SPARK_VALUE_S)
-    expect(isinstance(rows, list) and all(isinstance(r, (list, tuple)) and len(r) == 4 for r in rows),
-           "hourly_delays(flights) should return a DataFrame with columns hour, origin, flights, avg_delay",
-           found=str(rows)[:200])
+    rows = ctx.sub.value(
+        f"[({IN_KERNEL}.utc_text(r['hour'], True), r['origin'], r['flights'], r['avg_delay']) "
+        f"for r in hourly_delays({parsed}).collect()]",
+        timeout=SPARK_VALUE_S,
+    )
+    expect(
+        isinstance(rows, list) and all(isinstance(r, (list, tuple)) and len(r) == 4 for r in rows),
+        "hourly_delays(flights) should return a DataFrame with columns hour, origin, flights, avg_delay",
+        found=str(rows)[:200],
+    )
     truth = hourly_truth(events)
-    compare_hourly(rows, truth, set(truth), f"hourly delays of the flights on {topic} (read as a batch)",
-                   hint="Group by F.window(\"dep_time\", \"1 hour\") and origin; hour is the window's start, "
-                        "flights the count, avg_delay the mean of dep_delay. A watermark changes nothing in a batch.")
+    compare_hourly(
+        rows,
+        truth,
+        set(truth),
+        f"hourly delays of the flights on {topic} (read as a batch)",
+        hint='Group by F.window("dep_time", "1 hour") and origin; hour is the window\'s start, '
+        "flights the count, avg_delay the mean of dep_delay. A watermark changes nothing in a batch.",
+    )
 
 
 @check("lab9-q4", kernel_runs="the question runs Spark, a child of the kernel")
@@ -250,26 +283,39 @@ def joins_airline_names(ctx: Context) -> None:
     table = [{"carrier": a["carrier"], "name": a["name"] + tag} for a in airlines() if a["carrier"] != gone]
     names = f"{KERNEL_SPARK}.spark_session().createDataFrame({table!r}, 'carrier STRING, name STRING')"
     parsed = f"{IN_KERNEL}.reference_flights({topic!r})"
-    rows = ctx.sub.value(f"[(r['id'], r['name']) for r in with_airline({parsed}, {names}).collect()]",
-                         timeout=SPARK_VALUE_S)
-    expect(isinstance(rows, list), "with_airline(flights, names) should return a DataFrame with a name column",
-           found=str(rows)[:200])
+    rows = ctx.sub.value(
+        f"[(r['id'], r['name']) for r in with_airline({parsed}, {names}).collect()]", timeout=SPARK_VALUE_S
+    )
+    expect(
+        isinstance(rows, list),
+        "with_airline(flights, names) should return a DataFrame with a name column",
+        found=str(rows)[:200],
+    )
     name_of = {a["carrier"]: a["name"] for a in table}
     want = sorted(((e["id"], name_of.get(e["carrier"])) for e in events), key=str)
     got = sorted((tuple(r) for r in rows), key=str)
     unknown = sorted(e["id"] for e in events if e["carrier"] not in name_of)
     dropped = sorted(set(unknown) - {r[0] for r in got})
-    expect(not dropped, f"flights of carriers that are not in names, on {topic}",
-           expected=f"all {len(unknown)} kept, with no name (None)", found=f"{len(dropped)} missing, e.g. {dropped[:2]}",
-           hint="An inner join drops a flight whose carrier has no row in names: a new airline's flights would "
-                "vanish from the stream. Use a left join (how=\"left\").")
-    expect(got == want, f"(id, name) of the flights on {topic}", expected=f"{len(want)} rows, e.g. {want[:2]}",
-           found=f"{len(got)} rows, e.g. {got[:2]}",
-           hint="Join on carrier and keep the column `name` of the names table you are given (the grader's "
-                "differs from the course's); each flight once.")
+    expect(
+        not dropped,
+        f"flights of carriers that are not in names, on {topic}",
+        expected=f"all {len(unknown)} kept, with no name (None)",
+        found=f"{len(dropped)} missing, e.g. {dropped[:2]}",
+        hint="An inner join drops a flight whose carrier has no row in names: a new airline's flights would "
+        'vanish from the stream. Use a left join (how="left").',
+    )
+    expect(
+        got == want,
+        f"(id, name) of the flights on {topic}",
+        expected=f"{len(want)} rows, e.g. {want[:2]}",
+        found=f"{len(got)} rows, e.g. {got[:2]}",
+        hint="Join on carrier and keep the column `name` of the names table you are given (the grader's "
+        "differs from the course's); each flight once.",
+    )
 
 
 # --- lab9-q3: the job, crashed, restarted and fed late events -------------------------------
+
 
 def committed_files(folder: Path) -> list[Path] | None:
     """The Parquet files a file sink committed, as Spark's own reader finds them: those its
@@ -278,15 +324,16 @@ def committed_files(folder: Path) -> list[Path] | None:
     log = folder / "_spark_metadata"
     if not log.is_dir():
         return None
-    entries = sorted((p for p in log.iterdir() if p.name.split(".")[0].isdigit()),
-                     key=lambda p: int(p.name.split(".")[0]))
+    entries = sorted(
+        (p for p in log.iterdir() if p.name.split(".")[0].isdigit()), key=lambda p: int(p.name.split(".")[0])
+    )
     compacts = [p for p in entries if p.name.endswith(".compact")]
-    if compacts:   # the last compaction holds everything before it
+    if compacts:  # the last compaction holds everything before it
         entries = [p for p in entries if int(p.name.split(".")[0]) >= int(compacts[-1].name.split(".")[0])]
     files = {}
     for entry in entries:
         text = read_student_file(folder, Path("_spark_metadata", entry.name)) or ""
-        for line in text.splitlines()[1:]:    # the first line is the format's version ("v1")
+        for line in text.splitlines()[1:]:  # the first line is the format's version ("v1")
             try:
                 item = json.loads(line)
             except ValueError:
@@ -309,7 +356,7 @@ def inside(folder: Path, logged: str) -> Path | None:
     parts = Path(logged.removeprefix("file:").lstrip("/") or ".").parts
     if folder.name not in parts:
         return Path(parts[-1]) if parts else None
-    rest = parts[len(parts) - 1 - parts[::-1].index(folder.name) + 1:]
+    rest = parts[len(parts) - 1 - parts[::-1].index(folder.name) + 1 :]
     if not rest or ".." in rest:
         return None
     return Path(*rest)
@@ -338,11 +385,14 @@ def spark_wrote(meta, name: str) -> None:
     """A Parquet file Spark's writer made: parquet-java ("parquet-mr") names itself in the footer,
     and Spark adds its version and the rows' schema. pyarrow, pandas or polars write neither."""
     keys = set(meta.metadata or {})
-    expect(str(meta.created_by or "").startswith("parquet-mr") and SPARK_FOOTER <= keys,
-           f"{name} was not written by Spark", expected=f"written by parquet-mr, with {sorted(k.decode() for k in SPARK_FOOTER)}",
-           found=f"written by {meta.created_by!r}, with {sorted(k.decode(errors='replace') for k in keys)[:4]}",
-           hint="The job must be a Spark Structured Streaming query whose file sink writes the folder; "
-                "files written by other libraries are not Spark's output.")
+    expect(
+        str(meta.created_by or "").startswith("parquet-mr") and SPARK_FOOTER <= keys,
+        f"{name} was not written by Spark",
+        expected=f"written by parquet-mr, with {sorted(k.decode() for k in SPARK_FOOTER)}",
+        found=f"written by {meta.created_by!r}, with {sorted(k.decode(errors='replace') for k in keys)[:4]}",
+        hint="The job must be a Spark Structured Streaming query whose file sink writes the folder; "
+        "files written by other libraries are not Spark's output.",
+    )
 
 
 def output_rows(where: str | Path) -> list[tuple]:
@@ -351,41 +401,60 @@ def output_rows(where: str | Path) -> list[tuple]:
 
     workdir = Path(where)
     folder = workdir / OUTPUT
-    expect(folder.is_dir(), f"{JOB_SCRIPT} wrote no {OUTPUT}/ folder",
-           hint=f"Write the stream to Parquet files in {OUTPUT}/ (the job's second argument).")
+    expect(
+        folder.is_dir(),
+        f"{JOB_SCRIPT} wrote no {OUTPUT}/ folder",
+        hint=f"Write the stream to Parquet files in {OUTPUT}/ (the job's second argument).",
+    )
     no_links(workdir, OUTPUT, f"{OUTPUT}/_spark_metadata")
     files = committed_files(folder)
-    expect(files is not None, f"{OUTPUT}/ has no _spark_metadata log",
-           hint="Write with Spark's file sink (writeStream.format(\"parquet\") with the path OUTPUT): its log says "
-                "which files each micro-batch committed, so a batch run twice is written once. Files written "
-                "another way are not read.")
-    assert files is not None   # expect() raised otherwise
+    expect(
+        files is not None,
+        f"{OUTPUT}/ has no _spark_metadata log",
+        hint='Write with Spark\'s file sink (writeStream.format("parquet") with the path OUTPUT): its log says '
+        "which files each micro-batch committed, so a batch run twice is written once. Files written "
+        "another way are not read.",
+    )
+    assert files is not None  # expect() raised otherwise
     rows = []
     for f in files:
-        expect(f.is_file() and not f.is_symlink() and not any(p.is_symlink() for p in f.parents if folder in p.parents),
-               f"{f.relative_to(folder)} is listed in the job's output but is not a file in it")
+        expect(
+            f.is_file() and not f.is_symlink() and not any(p.is_symlink() for p in f.parents if folder in p.parents),
+            f"{f.relative_to(folder)} is listed in the job's output but is not a file in it",
+        )
         try:
             parquet = pq.ParquetFile(f)
             spark_wrote(parquet.metadata, f"{OUTPUT}/{f.relative_to(folder)}")
-            expect(parquet.metadata.num_rows <= MAX_OUTPUT_ROWS, f"{OUTPUT}/{f.relative_to(folder)} holds "
-                   f"{parquet.metadata.num_rows:,} rows", expected=f"at most {MAX_OUTPUT_ROWS:,} (a day's hours and "
-                   "airports are a few hundred)", hint="Write one row per hour and airport.")
+            expect(
+                parquet.metadata.num_rows <= MAX_OUTPUT_ROWS,
+                f"{OUTPUT}/{f.relative_to(folder)} holds {parquet.metadata.num_rows:,} rows",
+                expected=f"at most {MAX_OUTPUT_ROWS:,} (a day's hours and airports are a few hundred)",
+                hint="Write one row per hour and airport.",
+            )
             table = parquet.read()
         except CheckFailed:
             raise
         except Exception as e:  # a torn or foreign file, in the student's words
-            raise CheckFailed(f"{OUTPUT}/{f.relative_to(folder)} is not a readable Parquet file ({type(e).__name__})",
-                              hint="Let Spark's file sink write the folder; write nothing else there.") from None
+            raise CheckFailed(
+                f"{OUTPUT}/{f.relative_to(folder)} is not a readable Parquet file ({type(e).__name__})",
+                hint="Let Spark's file sink write the folder; write nothing else there.",
+            ) from None
         from_path = partition_values(folder, f)
         names = set(table.column_names) | set(from_path)
-        expect({"hour", "origin", "flights", "avg_delay"} <= names,
-               f"the columns of {OUTPUT}/{f.relative_to(folder)}", expected=["hour", "origin", "flights", "avg_delay"],
-               found=sorted(names))
+        expect(
+            {"hour", "origin", "flights", "avg_delay"} <= names,
+            f"the columns of {OUTPUT}/{f.relative_to(folder)}",
+            expected=["hour", "origin", "flights", "avg_delay"],
+            found=sorted(names),
+        )
         for r in table.to_pylist():
             r = {**r, **from_path}
             rows.append((utc_text(r["hour"], False), r["origin"], r["flights"], r["avg_delay"]))
-        expect(len(rows) <= MAX_OUTPUT_ROWS, f"{OUTPUT}/ holds more than {MAX_OUTPUT_ROWS:,} rows",
-               hint="Write one row per hour and airport.")
+        expect(
+            len(rows) <= MAX_OUTPUT_ROWS,
+            f"{OUTPUT}/ holds more than {MAX_OUTPUT_ROWS:,} rows",
+            hint="Write one row per hour and airport.",
+        )
     return rows
 
 
@@ -393,8 +462,11 @@ def no_links(workdir: Path, *names: str) -> None:
     """The grader acts on these paths in the notebook's folder: none may be a link (the grader
     follows none; cluster.safe_files refuses them too, this says so in the student's words)."""
     for name in names:
-        expect(not (Path(workdir) / name).is_symlink(), f"{name} is a symbolic link",
-               hint="Let Spark create its folders; the grader follows no links out of your folder.")
+        expect(
+            not (Path(workdir) / name).is_symlink(),
+            f"{name} is a symbolic link",
+            hint="Let Spark create its folders; the grader follows no links out of your folder.",
+        )
 
 
 def checkpoint_entry(checkpoint: Path, log: str, batch: int, line: int) -> dict | None:
@@ -444,11 +516,14 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
     if fail_from is None:
         code = wait(run, JOB_DEADLINE_S)
         driver.stop()
-        expect(driver.seen or code != 0, f"{JOB_SCRIPT} ({tag}) ended without ever starting a Spark driver",
-               expected=f"a JVM running {SPARK_DRIVER} among the job's processes (pyspark starts it for the session)",
-               found=f"{driver.looks} looks at its processes, none a Spark driver",
-               hint="The job must run its query on Spark: SparkSession.builder ... getOrCreate() (or the course's "
-                    "spark_session()), readStream from Kafka, writeStream to Parquet.")
+        expect(
+            driver.seen or code != 0,
+            f"{JOB_SCRIPT} ({tag}) ended without ever starting a Spark driver",
+            expected=f"a JVM running {SPARK_DRIVER} among the job's processes (pyspark starts it for the session)",
+            found=f"{driver.looks} looks at its processes, none a Spark driver",
+            hint="The job must run its query on Spark: SparkSession.builder ... getOrCreate() (or the course's "
+            "spark_session()), readStream from Kafka, writeStream to Parquet.",
+        )
     else:
         checkpoint = ctx.workdir / CHECKPOINT
         hour_ms = 3600 * 1000
@@ -458,12 +533,12 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
         while run.proc.poll() is None and time.monotonic() < deadline:
             if blocked is None and (now := batch_watermark(checkpoint, batch)) is not None:
                 before = batch_watermark(checkpoint, batch - 1)
-                if before is not None and now // hour_ms > before // hour_ms:     # it closes a window
+                if before is not None and now // hour_ms > before // hour_ms:  # it closes a window
                     no_links(ctx.workdir, CHECKPOINT, f"{CHECKPOINT}/commits")
-                    try:   # a folder where Spark's commit file goes: the commit fails
+                    try:  # a folder where Spark's commit file goes: the commit fails
                         make_dirs(ctx.workdir, f"{CHECKPOINT}/commits/{batch}", exclusive=True)
                         blocked = batch
-                    except FileExistsError:               # it committed before the grader looked
+                    except FileExistsError:  # it committed before the grader looked
                         pass
                 if blocked is None:
                     batch += 1
@@ -475,28 +550,41 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
         if blocked is not None and kind(ctx.workdir, f"{CHECKPOINT}/commits/{blocked}") == "folder":
             remove(ctx.workdir, f"{CHECKPOINT}/commits/{blocked}")
         if blocked is not None and ended not in (None, 0):
-            expect(driver.seen, f"{JOB_SCRIPT} ({tag}) ran without ever starting a Spark driver",
-                   expected=f"a JVM running {SPARK_DRIVER} among the job's processes",
-                   found=f"{driver.looks} looks at its processes, none a Spark driver",
-                   hint="The job must run its query on Spark, not imitate its files.")
+            expect(
+                driver.seen,
+                f"{JOB_SCRIPT} ({tag}) ran without ever starting a Spark driver",
+                expected=f"a JVM running {SPARK_DRIVER} among the job's processes",
+                found=f"{driver.looks} looks at its processes, none a Spark driver",
+                hint="The job must run its query on Spark, not imitate its files.",
+            )
             return f"{tag}: failed in micro-batch {blocked}, after its output and before its commit"
         last = (run.output().strip().splitlines() or ["(no output)"])[-1]
-        why = (f"ended with exit 0 although its micro-batch {blocked} could not commit (does it catch the "
-               "query's error?)" if ended == 0 and blocked is not None else
-               "ended before it" if ended == 0 else f"failed before it: {last}" if ended is not None and blocked is None
-               else f"did not stop within {JOB_DEADLINE_S} s" if blocked is not None else
-               f"had not reached micro-batch {batch} after {JOB_DEADLINE_S} s")
-        raise CheckFailed(f"the grader meant to make {JOB_SCRIPT} fail in a micro-batch from {fail_from} on that "
-                          f"closes an hour's window, but it {why}",
-                          found=run.output()[-600:] if ended else None,
-                          hint="Read at most 100 records per micro-batch (maxOffsetsPerTrigger), keep the "
-                               f"checkpoint in {CHECKPOINT}/ and the output in {OUTPUT}/ (the arguments), and run "
-                               "the query with trigger(availableNow=True) until it ends.")
+        why = (
+            f"ended with exit 0 although its micro-batch {blocked} could not commit (does it catch the query's error?)"
+            if ended == 0 and blocked is not None
+            else "ended before it"
+            if ended == 0
+            else f"failed before it: {last}"
+            if ended is not None and blocked is None
+            else f"did not stop within {JOB_DEADLINE_S} s"
+            if blocked is not None
+            else f"had not reached micro-batch {batch} after {JOB_DEADLINE_S} s"
+        )
+        raise CheckFailed(
+            f"the grader meant to make {JOB_SCRIPT} fail in a micro-batch from {fail_from} on that "
+            f"closes an hour's window, but it {why}",
+            found=run.output()[-600:] if ended else None,
+            hint="Read at most 100 records per micro-batch (maxOffsetsPerTrigger), keep the "
+            f"checkpoint in {CHECKPOINT}/ and the output in {OUTPUT}/ (the arguments), and run "
+            "the query with trigger(availableNow=True) until it ends.",
+        )
     if code != 0:
         last = (run.output().strip().splitlines() or ["(no output)"])[-1]
-        raise CheckFailed(f"{JOB_SCRIPT} ({tag}) failed: {last}", found=run.output()[-600:],
-                          hint="Run the job's cell and read its whole error; a restart must read the checkpoint "
-                               "the run before left.")
+        raise CheckFailed(
+            f"{JOB_SCRIPT} ({tag}) failed: {last}",
+            found=run.output()[-600:],
+            hint="Run the job's cell and read its whole error; a restart must read the checkpoint the run before left.",
+        )
     return f"{tag}: exit 0"
 
 
@@ -571,13 +659,17 @@ def keeps_30_minutes(ctx: Context, topic: str, history: list[str]) -> None:
     """Every move of the job's watermark kept it 30 minutes behind the latest flight read."""
     moves = watermark_moves(ctx, topic)
     wrong = [(batch, delay) for batch, delay in moves if delay != WATERMARK]
-    expect(bool(moves) and not wrong, f"the watermark of {JOB_SCRIPT} in its checkpoint after {'; '.join(history)}",
-           expected="30 minutes behind the latest flight read, every time it moved",
-           found="it never moved" if not moves else
-                 "; ".join(f"micro-batch {b} ran with one {delay_text(d)} behind" for b, d in wrong[:3]),
-           hint="hourly_delays in the job starts with withWatermark(\"dep_time\", \"30 minutes\"), as in the "
-                "notebook, in every run: Spark writes an hour once the latest event time minus 30 minutes has "
-                "passed its end.")
+    expect(
+        bool(moves) and not wrong,
+        f"the watermark of {JOB_SCRIPT} in its checkpoint after {'; '.join(history)}",
+        expected="30 minutes behind the latest flight read, every time it moved",
+        found="it never moved"
+        if not moves
+        else "; ".join(f"micro-batch {b} ran with one {delay_text(d)} behind" for b, d in wrong[:3]),
+        hint='hourly_delays in the job starts with withWatermark("dep_time", "30 minutes"), as in the '
+        "notebook, in every run: Spark writes an hour once the latest event time minus 30 minutes has "
+        "passed its end.",
+    )
 
 
 def job_watermarks(ctx: Context) -> tuple[datetime | None, datetime | None]:
@@ -589,8 +681,10 @@ def job_watermarks(ctx: Context) -> tuple[datetime | None, datetime | None]:
 
     def last_batch(folder: str) -> int | None:
         try:
-            return max((int(f) for f in list_dir(checkpoint.parent, Path(checkpoint.name, folder)) or [] if f.isdigit()),
-                       default=None)
+            return max(
+                (int(f) for f in list_dir(checkpoint.parent, Path(checkpoint.name, folder)) or [] if f.isdigit()),
+                default=None,
+            )
         except OSError:
             return None
 
@@ -611,11 +705,18 @@ def late_events(ctx: Context, written: datetime, watermark: datetime, day: str) 
     job's last micro-batch ran with: a window between it and `watermark` could go either way."""
     origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
     make = lambda at, delay: {
-        "id": f"{day} {FAKE_CARRIER}{ctx.rng.randrange(1000, 10000)} {origin}", "carrier": FAKE_CARRIER,
-        "origin": origin, "dest": "ORD", "tailnum": None, "dep_delay": delay, "dep_time": iso(at)}
+        "id": f"{day} {FAKE_CARRIER}{ctx.rng.randrange(1000, 10000)} {origin}",
+        "carrier": FAKE_CARRIER,
+        "origin": origin,
+        "dest": "ORD",
+        "tailnum": None,
+        "dep_delay": delay,
+        "dep_time": iso(at),
+    }
     dropped = make(hour_of(written) - timedelta(minutes=ctx.rng.randrange(1, 10)), ctx.rng.randrange(100, 400))
-    counted = make(max(hour_of(watermark), watermark - timedelta(minutes=ctx.rng.randrange(1, 10))),
-                   ctx.rng.randrange(100, 400))
+    counted = make(
+        max(hour_of(watermark), watermark - timedelta(minutes=ctx.rng.randrange(1, 10))), ctx.rng.randrange(100, 400)
+    )
     return dropped, counted
 
 
@@ -636,15 +737,17 @@ def job_exactly_once(ctx: Context) -> str:
     keeps_30_minutes(ctx, topic, history)
     history.append(run_job(ctx, topic, "run 2 (restart)"))
     written, watermark = job_watermarks(ctx)
-    expect(written is not None and watermark is not None and hour_of(written) > when(first[0]),
-           f"hours written by {JOB_SCRIPT} after {'; '.join(history)}",
-           expected="a checkpoint whose last micro-batch ran with a watermark past the end of an hour",
-           found=f"last micro-batch's watermark {written}, the next one's {watermark}",
-           hint="Keep the checkpoint in the folder the job is given, and run the query with "
-                "trigger(availableNow=True) until it ends.")
-    assert written is not None and watermark is not None   # expect() raised otherwise
+    expect(
+        written is not None and watermark is not None and hour_of(written) > when(first[0]),
+        f"hours written by {JOB_SCRIPT} after {'; '.join(history)}",
+        expected="a checkpoint whose last micro-batch ran with a watermark past the end of an hour",
+        found=f"last micro-batch's watermark {written}, the next one's {watermark}",
+        hint="Keep the checkpoint in the folder the job is given, and run the query with "
+        "trigger(availableNow=True) until it ends.",
+    )
+    assert written is not None and watermark is not None  # expect() raised otherwise
     dropped, counted = late_events(ctx, written, watermark, day)
-    send(ctx, topic, ctx.rng.sample([dropped, counted], 2) + rest)     # both in run 3's first micro-batch
+    send(ctx, topic, ctx.rng.sample([dropped, counted], 2) + rest)  # both in run 3's first micro-batch
     history.append(run_job(ctx, topic, "run 3 (late flights and the rest of the day)"))
     # The truth: every flight but the dropped one; windows are written once the watermark
     # (the latest event time minus 30 minutes) has passed their end. The last hour or two
@@ -658,31 +761,50 @@ def job_exactly_once(ctx: Context) -> str:
     # what the late flights' rows hold when the first is counted, or the second dropped
     counted_late = flights.get(key(dropped)) == hourly_truth(events + [dropped])[key(dropped)][0]
     dropped_open = key(counted) in flights and flights[key(counted)] == hourly_truth(events).get(key(counted), (0,))[0]
-    hint = (f"The job counted the late flight at {dropped['dep_time']}, in an hour it had already written: "
-            "with a Parquet sink in append mode Spark forgets a written hour and drops what comes later for it. "
-            "Does the job write hours some other way?" if counted_late else
-            f"The job dropped the late flight at {counted['dep_time']}, whose hour was still open: the watermark "
-            "was past the flight's own time but not past its hour's end, and Spark drops late rows by window. "
-            "Does the job drop rows by their own time?" if dropped_open else
-            "Some hours are there twice: did each run write its own copy? Let the file sink and the checkpoint "
-            "decide what is written, so a restarted run repeats nothing."
-            if len({(str(h), o) for h, o, _, _ in found}) < len(found) else
-            "Some hours are missing or wrong: does a restart start from the checkpoint (the same folder every "
-            "run), and does every run read the topic from the earliest offset the first time?")
-    compare_hourly(found, truth, required,
-                   f"{OUTPUT}/ after {'; '.join(history)}; the late flight at {dropped['dep_time']} should be "
-                   f"dropped (its hour was written before it came), the one at {counted['dep_time']} counted "
-                   f"(older than the watermark, but its hour, {key(counted)[0]} at {key(counted)[1]}, still open)", hint)
-    keeps_30_minutes(ctx, topic, history)      # in every run, the late flights' included
-    predicted = prediction(ctx, "predicted_counted", lambda v: isinstance(v, dict) and set(v) == set(LATE_TRUTH)
-                           and all(isinstance(x, bool) for x in v.values()),
-                           '{"closed": True or False, "open": True or False}',
-                           "whether each of section 5's late flights is counted in its hour")
-    return "; ".join(history) + "; " + prediction_feedback(
-        "predicted_counted", {k: predicted[k] for k in LATE_TRUTH}, LATE_TRUTH,
-        "Append mode writes an hour once the watermark passes its end and never again, so a flight for it that "
-        "comes later is dropped; an hour still open takes a late flight whatever its own time (the watermark "
-        "drops by window, not by event).")
+    hint = (
+        f"The job counted the late flight at {dropped['dep_time']}, in an hour it had already written: "
+        "with a Parquet sink in append mode Spark forgets a written hour and drops what comes later for it. "
+        "Does the job write hours some other way?"
+        if counted_late
+        else f"The job dropped the late flight at {counted['dep_time']}, whose hour was still open: the watermark "
+        "was past the flight's own time but not past its hour's end, and Spark drops late rows by window. "
+        "Does the job drop rows by their own time?"
+        if dropped_open
+        else "Some hours are there twice: did each run write its own copy? Let the file sink and the checkpoint "
+        "decide what is written, so a restarted run repeats nothing."
+        if len({(str(h), o) for h, o, _, _ in found}) < len(found)
+        else "Some hours are missing or wrong: does a restart start from the checkpoint (the same folder every "
+        "run), and does every run read the topic from the earliest offset the first time?"
+    )
+    compare_hourly(
+        found,
+        truth,
+        required,
+        f"{OUTPUT}/ after {'; '.join(history)}; the late flight at {dropped['dep_time']} should be "
+        f"dropped (its hour was written before it came), the one at {counted['dep_time']} counted "
+        f"(older than the watermark, but its hour, {key(counted)[0]} at {key(counted)[1]}, still open)",
+        hint,
+    )
+    keeps_30_minutes(ctx, topic, history)  # in every run, the late flights' included
+    predicted = prediction(
+        ctx,
+        "predicted_counted",
+        lambda v: isinstance(v, dict) and set(v) == set(LATE_TRUTH) and all(isinstance(x, bool) for x in v.values()),
+        '{"closed": True or False, "open": True or False}',
+        "whether each of section 5's late flights is counted in its hour",
+    )
+    return (
+        "; ".join(history)
+        + "; "
+        + prediction_feedback(
+            "predicted_counted",
+            {k: predicted[k] for k in LATE_TRUTH},
+            LATE_TRUTH,
+            "Append mode writes an hour once the watermark passes its end and never again, so a flight for it that "
+            "comes later is dropped; an hour still open takes a late flight whatever its own time (the watermark "
+            "drops by window, not by event).",
+        )
+    )
 
 
 # What section 5's demo shows, whatever the machine: the rule of append mode and the watermark.
@@ -692,10 +814,10 @@ LATE_TRUTH = {"closed": False, "open": True}
 # --- lab9-q5: two streams joined, flights with the weather of their airport and hour ---------
 
 WEATHER_SCHEMA = "origin STRING, time_hour TIMESTAMP, temp DOUBLE, wind_speed DOUBLE, visib DOUBLE, precip DOUBLE"
-JOINED = ("id", "temp", "wind_speed", "visib")    # the columns q5 reads from the join
-MOVED_ON = timedelta(days=3)       # how far past the day the grader's last reports move the watermark
-STATE_AFTER = 4                    # rows a join may keep once the stream has moved on: the last reports
-_QUERIES: dict = {}                # in the kernel: the grader's running queries, by name
+JOINED = ("id", "temp", "wind_speed", "visib")  # the columns q5 reads from the join
+MOVED_ON = timedelta(days=3)  # how far past the day the grader's last reports move the watermark
+STATE_AFTER = 4  # rows a join may keep once the stream has moved on: the last reports
+_QUERIES: dict = {}  # in the kernel: the grader's running queries, by name
 
 
 def reference_stream(topic: str, schema: str):
@@ -704,8 +826,7 @@ def reference_stream(topic: str, schema: str):
 
     from cluster.spark import kafka_options, spark_session
 
-    raw = (spark_session().readStream.format("kafka")
-           .options(**kafka_options(topic, startingOffsets="earliest")).load())
+    raw = spark_session().readStream.format("kafka").options(**kafka_options(topic, startingOffsets="earliest")).load()
     return raw.select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select("e.*")
 
 
@@ -715,8 +836,14 @@ def start_join(with_weather, flights_topic: str, weather_topic: str, name: str) 
     import tempfile
 
     joined = with_weather(reference_stream(flights_topic, SCHEMA), reference_stream(weather_topic, WEATHER_SCHEMA))
-    query = (joined.select(*JOINED).writeStream.format("memory").queryName(name).outputMode("append")
-             .option("checkpointLocation", tempfile.mkdtemp(prefix="lab9-q5-")).start())
+    query = (
+        joined.select(*JOINED)
+        .writeStream.format("memory")
+        .queryName(name)
+        .outputMode("append")
+        .option("checkpointLocation", tempfile.mkdtemp(prefix="lab9-q5-"))
+        .start()
+    )
     _QUERIES[name] = query
     return str(query.id)
 
@@ -733,8 +860,11 @@ def settle(name: str) -> dict:
             break
         time.sleep(0.2)
     progress = query.lastProgress or {}
-    return {"batch": progress.get("batchId"), "watermark": progress.get("eventTime", {}).get("watermark"),
-            "state_rows": sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", []))}
+    return {
+        "batch": progress.get("batchId"),
+        "watermark": progress.get("eventTime", {}).get("watermark"),
+        "state_rows": sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", [])),
+    }
 
 
 def joined_rows(name: str) -> list[tuple]:
@@ -759,10 +889,21 @@ def graders_weather(ctx: Context, events: list[dict], whole: datetime | None = N
 
     reports = weather(day=int(events[0]["id"][8:10]))
     busy = flight_hours(events)
-    left_out = set(ctx.rng.sample([i for i, r in enumerate(reports) if (r["origin"], r["time_hour"]) in busy
-                                   and (whole is None or when_reported(r) != whole)], 3))
-    return [dict(r, temp=round(r["temp"] + ctx.rng.uniform(-4, 4), 2) if r["temp"] is not None else None)
-            for i, r in enumerate(reports) if i not in left_out]
+    left_out = set(
+        ctx.rng.sample(
+            [
+                i
+                for i, r in enumerate(reports)
+                if (r["origin"], r["time_hour"]) in busy and (whole is None or when_reported(r) != whole)
+            ],
+            3,
+        )
+    )
+    return [
+        dict(r, temp=round(r["temp"] + ctx.rng.uniform(-4, 4), 2) if r["temp"] is not None else None)
+        for i, r in enumerate(reports)
+        if i not in left_out
+    ]
 
 
 def held_back(ctx: Context, events: list[dict], reports: list[dict], hour: datetime) -> dict:
@@ -791,31 +932,59 @@ def joins_the_weather(ctx: Context) -> str:
     late = held_back(ctx, events, reports, middle - 2 * WINDOW)
     name = f"grader_weather_{ctx.rng.randrange(10**6)}"
     steps = []
-    for i, (flights, weather) in enumerate((
-            ([e for e in events if when(e) < middle],
-             [r for r in reports if when_reported(r) < middle - WINDOW and r is not late]),
+    for i, (flights, weather) in enumerate(
+        (
+            (
+                [e for e in events if when(e) < middle],
+                [r for r in reports if when_reported(r) < middle - WINDOW and r is not late],
+            ),
             ([], [late]),
             ([], [r for r in reports if when_reported(r) >= middle - WINDOW]),
-            ([e for e in events if when(e) >= middle], []))):
+            ([e for e in events if when(e) >= middle], []),
+        )
+    ):
         send(ctx, flights_at, flights)
         send(ctx, weather_at, weather)
         if i == 0:
-            ctx.sub.value(f"{IN_KERNEL}.start_join(with_weather, {flights_at!r}, {weather_at!r}, {name!r})",
-                          timeout=SPARK_VALUE_S)
+            ctx.sub.value(
+                f"{IN_KERNEL}.start_join(with_weather, {flights_at!r}, {weather_at!r}, {name!r})", timeout=SPARK_VALUE_S
+            )
         steps.append(ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S))
     # Days later, a flight and a report that meet nothing: they move the watermark past the whole
     # day. Then a flight of the day's first reported hour, days late: a join whose watermarks let
     # go of the day has forgotten that report; one that keeps everything joins it.
     later = hour_of(when(events[-1])) + MOVED_ON
-    send(ctx, flights_at, [{"id": "the watermark moves on", "carrier": FAKE_CARRIER, "origin": "BOS", "dest": "ORD",
-                            "tailnum": None, "dep_delay": 0, "dep_time": iso(later + timedelta(minutes=30))}])
-    send(ctx, weather_at, [{"origin": "SEA", "time_hour": iso(later), "temp": 50.0, "wind_speed": 5.0,
-                            "visib": 10.0, "precip": 0.0}])
+    send(
+        ctx,
+        flights_at,
+        [
+            {
+                "id": "the watermark moves on",
+                "carrier": FAKE_CARRIER,
+                "origin": "BOS",
+                "dest": "ORD",
+                "tailnum": None,
+                "dep_delay": 0,
+                "dep_time": iso(later + timedelta(minutes=30)),
+            }
+        ],
+    )
+    send(
+        ctx,
+        weather_at,
+        [{"origin": "SEA", "time_hour": iso(later), "temp": 50.0, "wind_speed": 5.0, "visib": 10.0, "precip": 0.0}],
+    )
     steps.append(ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S))
     first = next(r for r in reports if r is not late)
-    days_late = {"id": f"{first['time_hour'][:10]} {FAKE_CARRIER}1 {first['origin']} days late",
-                 "carrier": FAKE_CARRIER, "origin": first["origin"], "dest": "ORD", "tailnum": None, "dep_delay": 0,
-                 "dep_time": iso(when_reported(first) + timedelta(minutes=10))}
+    days_late = {
+        "id": f"{first['time_hour'][:10]} {FAKE_CARRIER}1 {first['origin']} days late",
+        "carrier": FAKE_CARRIER,
+        "origin": first["origin"],
+        "dest": "ORD",
+        "tailnum": None,
+        "dep_delay": 0,
+        "dep_time": iso(when_reported(first) + timedelta(minutes=10)),
+    }
     send(ctx, flights_at, [days_late])
     steps.append(ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S))
     rows = ctx.sub.value(f"{IN_KERNEL}.joined_rows({name!r})", timeout=SPARK_VALUE_S)
@@ -829,40 +998,57 @@ def joins_the_weather(ctx: Context) -> str:
     got: dict[str, list] = defaultdict(list)
     for row in rows:
         got[row[0]].append(tuple(row[1:]))
-    expect(days_late["id"] not in got, "a flight sent three days after the others, of an hour whose report came "
-           "on time", expected="left out: the watermarks have passed its hour, the join forgot the report",
-           found=f"joined with {got.get(days_late['id'], [None])[0]}",
-           hint="The join still holds the day's reports days later: give both streams a watermark of hours, not "
-                "days (and none is no better: Spark then keeps every row forever), and bound dep_time by the "
-                "report's hour.")
+    expect(
+        days_late["id"] not in got,
+        "a flight sent three days after the others, of an hour whose report came on time",
+        expected="left out: the watermarks have passed its hour, the join forgot the report",
+        found=f"joined with {got.get(days_late['id'], [None])[0]}",
+        hint="The join still holds the day's reports days later: give both streams a watermark of hours, not "
+        "days (and none is no better: Spark then keeps every row forever), and bound dep_time by the "
+        "report's hour.",
+    )
     twice = sorted(i for i, found in got.items() if len(found) > 1)
-    expect(not twice, f"flights joined with more than one report, on {flights_at} and {weather_at}",
-           expected="each flight once, with the report of the hour it left", found=f"{len(twice)} e.g. {twice[:2]}",
-           hint="Bound the join in time on both sides: a report's time_hour <= dep_time < time_hour + 1 hour "
-                "(and the same origin), so a flight meets only its own hour's report.")
+    expect(
+        not twice,
+        f"flights joined with more than one report, on {flights_at} and {weather_at}",
+        expected="each flight once, with the report of the hour it left",
+        found=f"{len(twice)} e.g. {twice[:2]}",
+        hint="Bound the join in time on both sides: a report's time_hour <= dep_time < time_hour + 1 hour "
+        "(and the same origin), so a flight meets only its own hour's report.",
+    )
     same = lambda a, b: a == b or (a is not None and b is not None and close(float(a), float(b)))
-    wrong = sorted((i, got[i][0], w) for i, w in want.items()
-                   if i in got and not all(same(x, y) for x, y in zip(got[i][0], w)))
+    wrong = sorted(
+        (i, got[i][0], w) for i, w in want.items() if i in got and not all(same(x, y) for x, y in zip(got[i][0], w))
+    )
     missing = sorted(set(want) - set(got))
     extra = sorted(set(got) - set(want))
-    expect(not (wrong or missing or extra), f"the flights of {flights_at} joined with the reports of {weather_at}",
-           expected=f"{len(want)} flights with (temp, wind_speed, visib), e.g. {next(iter(want.items()), None)}",
-           found=f"{len(got)}; wrong values: {len(wrong)} e.g. {wrong[:1]}; missing: {len(missing)} e.g. "
-                 f"{missing[:2]}; not expected: {len(extra)} e.g. {extra[:2]}",
-           hint="Join the two streams you are given (the checks move every temperature, so tables of the "
-                "public data do not match) on origin and the hour the flight left; an inner join (a flight "
-                "without a report is left out). Read both as the streams you are given (each side waits for "
-                "the other), and give each a watermark longer than its lateness (reports come an hour late, "
-                "an airport's sometimes after the others' of that hour) so no row is dropped before its partner "
-                "arrives.")
+    expect(
+        not (wrong or missing or extra),
+        f"the flights of {flights_at} joined with the reports of {weather_at}",
+        expected=f"{len(want)} flights with (temp, wind_speed, visib), e.g. {next(iter(want.items()), None)}",
+        found=f"{len(got)}; wrong values: {len(wrong)} e.g. {wrong[:1]}; missing: {len(missing)} e.g. "
+        f"{missing[:2]}; not expected: {len(extra)} e.g. {extra[:2]}",
+        hint="Join the two streams you are given (the checks move every temperature, so tables of the "
+        "public data do not match) on origin and the hour the flight left; an inner join (a flight "
+        "without a report is left out). Read both as the streams you are given (each side waits for "
+        "the other), and give each a watermark longer than its lateness (reports come an hour late, "
+        "an airport's sometimes after the others' of that hour) so no row is dropped before its partner "
+        "arrives.",
+    )
     state = steps[-1]["state_rows"]
-    expect(state <= STATE_AFTER, "rows the join keeps in its state once the stream is days past the grader's flights",
-           expected=f"at most {STATE_AFTER} (the last flight and report)", found=f"{state} rows",
-           hint="Without a watermark on both streams and a time bound in the join condition, Spark must keep "
-                "every flight and report forever, in case a match arrives: memory grows without end. Add "
-                "withWatermark to both sides and bound dep_time by the report's hour.")
-    return (f"{len(want)} flights joined; rows in the join's state after each step: "
-            f"{', '.join(str(s['state_rows']) for s in steps)}")
+    expect(
+        state <= STATE_AFTER,
+        "rows the join keeps in its state once the stream is days past the grader's flights",
+        expected=f"at most {STATE_AFTER} (the last flight and report)",
+        found=f"{state} rows",
+        hint="Without a watermark on both streams and a time bound in the join condition, Spark must keep "
+        "every flight and report forever, in case a match arrives: memory grows without end. Add "
+        "withWatermark to both sides and bound dep_time by the report's hour.",
+    )
+    return (
+        f"{len(want)} flights joined; rows in the join's state after each step: "
+        f"{', '.join(str(s['state_rows']) for s in steps)}"
+    )
 
 
 # --- lab9-q6: foreachBatch into a table, right when a micro-batch is run twice ---------------
@@ -876,8 +1062,8 @@ def batch_frame(rows: list[list]):
     from cluster.spark import spark_session
 
     return spark_session().createDataFrame(
-        [(datetime.strptime(h, TIME_FORMAT).replace(tzinfo=UTC), o, f, a) for h, o, f, a in rows],
-        BATCH_SCHEMA)
+        [(datetime.strptime(h, TIME_FORMAT).replace(tzinfo=UTC), o, f, a) for h, o, f, a in rows], BATCH_SCHEMA
+    )
 
 
 def table_rows(ctx: Context) -> list[tuple]:
@@ -888,17 +1074,27 @@ def table_rows(ctx: Context) -> list[tuple]:
 def sqlite_rows(workdir: str) -> list[tuple]:
     path = Path(workdir) / TABLE_FILE
     no_links(Path(workdir), TABLE_FILE)
-    expect(path.is_file(), f"save_batch wrote no {TABLE_FILE} in the notebook's folder",
-           hint=f"Open sqlite3.connect(\"{TABLE_FILE}\") in save_batch and write the batch's rows to a table {TABLE}.")
+    expect(
+        path.is_file(),
+        f"save_batch wrote no {TABLE_FILE} in the notebook's folder",
+        hint=f'Open sqlite3.connect("{TABLE_FILE}") in save_batch and write the batch\'s rows to a table {TABLE}.',
+    )
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-            rows = db.execute(f"SELECT hour, origin, flights, avg_delay FROM {TABLE} LIMIT {MAX_OUTPUT_ROWS + 1}").fetchall()
+            rows = db.execute(
+                f"SELECT hour, origin, flights, avg_delay FROM {TABLE} LIMIT {MAX_OUTPUT_ROWS + 1}"
+            ).fetchall()
     except sqlite3.Error as e:
-        raise CheckFailed(f"{TABLE_FILE} has no readable table {TABLE} (hour, origin, flights, avg_delay): {e}",
-                          hint=f"Create the table in save_batch if it is not there: CREATE TABLE IF NOT EXISTS {TABLE} "
-                               "(hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL, PRIMARY KEY (hour, origin)).") from None
-    expect(len(rows) <= MAX_OUTPUT_ROWS, f"{TABLE} holds more than {MAX_OUTPUT_ROWS:,} rows",
-           hint="Keep one row per hour and airport.")
+        raise CheckFailed(
+            f"{TABLE_FILE} has no readable table {TABLE} (hour, origin, flights, avg_delay): {e}",
+            hint=f"Create the table in save_batch if it is not there: CREATE TABLE IF NOT EXISTS {TABLE} "
+            "(hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL, PRIMARY KEY (hour, origin)).",
+        ) from None
+    expect(
+        len(rows) <= MAX_OUTPUT_ROWS,
+        f"{TABLE} holds more than {MAX_OUTPUT_ROWS:,} rows",
+        hint="Keep one row per hour and airport.",
+    )
     return rows
 
 
@@ -924,8 +1120,11 @@ def utc_hour_text(value) -> str:
 
 
 def sqlite_hint(e: sqlite3.Error) -> str:
-    return ("Commit or close every connection you open (with sqlite3.connect(...) as db: commits; db.close() "
-            "closes)." if "locked" in str(e) else f"Keep {TABLE} with the columns hour, origin, flights and avg_delay.")
+    return (
+        "Commit or close every connection you open (with sqlite3.connect(...) as db: commits; db.close() closes)."
+        if "locked" in str(e)
+        else f"Keep {TABLE} with the columns hour, origin, flights and avg_delay."
+    )
 
 
 def clear_table(ctx: Context) -> set[tuple[str, str]]:
@@ -942,11 +1141,20 @@ def sqlite_clear(workdir: str) -> list[tuple[str, str]]:
     no_links(Path(workdir), TABLE_FILE)
     try:
         with sqlite3.connect(path, timeout=10) as db:
-            tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                               "AND name NOT LIKE 'sqlite_%'")]
-            keys = ({(utc_hour_text(h), o) for h, o in db.execute(f"SELECT hour, origin FROM {TABLE} "
-                                                                    f"LIMIT {MAX_OUTPUT_ROWS}")}
-                    if TABLE in tables else set())
+            tables = [
+                t
+                for (t,) in db.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                )
+            ]
+            keys = (
+                {
+                    (utc_hour_text(h), o)
+                    for h, o in db.execute(f"SELECT hour, origin FROM {TABLE} LIMIT {MAX_OUTPUT_ROWS}")
+                }
+                if TABLE in tables
+                else set()
+            )
             for t in tables:
                 db.execute(f'DELETE FROM "{t}"')
             return sorted(keys)
@@ -964,11 +1172,14 @@ def earlier_run_row(ctx: Context, hour: datetime) -> tuple:
     known = [(h, hour_in_table(h)) for h, *_ in table_rows(ctx) if isinstance(h, str) and hour_in_table(h)]
     if known:
         text, seen = known[0]
-        assert seen is not None   # known keeps the hours the table's text gives
+        assert seen is not None  # known keeps the hours the table's text gives
         at = text.find(seen.strftime("%Y-%m-%d"))
         clock = text.find(seen.strftime("%H"), at + 10) if at >= 0 else -1
-        like = (text[:at] + hour.strftime("%Y-%m-%d") + text[at + 10:clock] + hour.strftime("%H") + text[clock + 2:]
-                if clock >= 0 else None)
+        like = (
+            text[:at] + hour.strftime("%Y-%m-%d") + text[at + 10 : clock] + hour.strftime("%H") + text[clock + 2 :]
+            if clock >= 0
+            else None
+        )
         if like is not None and hour_in_table(like) == hour:
             mine = like
     row = (mine, "LGA", ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3))
@@ -982,17 +1193,19 @@ def sqlite_insert(workdir: str, row: list) -> None:
         with sqlite3.connect(Path(workdir) / TABLE_FILE, timeout=10) as db:
             db.execute(f"INSERT INTO {TABLE} (hour, origin, flights, avg_delay) VALUES (?, ?, ?, ?)", row)
     except sqlite3.Error as e:
-        raise CheckFailed(f"the grader could not add a row of an earlier run, {tuple(row)}, to the table {TABLE}: {e}",
-                          hint=f"Keep {TABLE} to the columns the text names (hour, origin, flights, avg_delay; any "
-                               "other needs a default), with one row per hour and airport: the grader checks that "
-                               "rows of an earlier run survive a restart.") from None
+        raise CheckFailed(
+            f"the grader could not add a row of an earlier run, {tuple(row)}, to the table {TABLE}: {e}",
+            hint=f"Keep {TABLE} to the columns the text names (hour, origin, flights, avg_delay; any "
+            "other needs a default), with one row per hour and airport: the grader checks that "
+            "rows of an earlier run survive a restart.",
+        ) from None
 
 
 @check("lab9-q6", kernel_runs="the question runs Spark, a child of the kernel")
 def upserts_each_batch(ctx: Context) -> str:
     """save_batch(batch, batch_id) keeps a table of hourly delays right through updates and a replayed micro-batch"""
     no_links(ctx.workdir, TABLE_FILE)
-    removed = clear_table(ctx)          # the rows of the notebook's own run
+    removed = clear_table(ctx)  # the rows of the notebook's own run
     day = ctx.rng.randrange(2, 32)
     hours = [datetime(2013, 1, day, h) for h in ctx.rng.sample(range(11, 24), 6)]
     row = lambda h, o: [iso(h), o, ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3)]
@@ -1000,7 +1213,7 @@ def upserts_each_batch(ctx: Context) -> str:
     # an update-mode query's next batch: hours that changed (more flights came) and new ones
     second = [row(h, o) for h, o in ((hours[2], "EWR"), (hours[3], "LGA"), (hours[3], "JFK"))]
     third = [row(h, o) for h, o in ((hours[3], "LGA"), (hours[4], "EWR"))]
-    batches = [(0, first), (1, second), (1, second), (2, third)]      # batch 1 replayed after a crash
+    batches = [(0, first), (1, second), (1, second), (2, third)]  # batch 1 replayed after a crash
     truth = {}
     for i, (batch_id, rows) in enumerate(batches):
         ctx.sub.value(f"save_batch({IN_KERNEL}.batch_frame({rows!r}), {batch_id}) is None", timeout=SPARK_VALUE_S)
@@ -1014,30 +1227,38 @@ def upserts_each_batch(ctx: Context) -> str:
     found = table_rows(ctx)
     keys = [(utc_hour_text(h), o) for h, o, *_ in found]
     twice = sorted({k for k in keys if keys.count(k) > 1})
-    wrong = sorted((k, (f, a), truth.get(k)) for k, (_, _, f, a) in zip(keys, found)
-                   if truth.get(k) is None or f != truth[k][0] or not isinstance(a, (int, float)) or not close(a, truth[k][1]))
+    wrong = sorted(
+        (k, (f, a), truth.get(k))
+        for k, (_, _, f, a) in zip(keys, found)
+        if truth.get(k) is None or f != truth[k][0] or not isinstance(a, (int, float)) or not close(a, truth[k][1])
+    )
     missing = sorted(set(truth) - set(keys))
     back = sorted(set(keys) & (removed - set(truth)))
     unknown = sorted(set(keys) - set(truth) - removed)
-    hint = (f"Rows the grader deleted before its micro-batches came back, e.g. {back[0]} (your notebook's own "
-            "run): save_batch rewrites the table from what its process remembers. Write only the batch's rows, "
-            "upserted into the table as it is."
-            if back else
-            f"The table has hours that no batch had, e.g. {unknown[0]}: write each hour as UTC text "
-            "(format it in Spark: F.date_format(\"hour\", \"yyyy-MM-dd HH:mm:ss\"); str() of what collect() gives "
-            "is your computer's local time)."
-            if unknown else
-            "An hour is in the table twice: a replayed micro-batch, or an update of an hour, was inserted again. "
-            "Upsert by (hour, origin): INSERT ... ON CONFLICT (hour, origin) DO UPDATE (or INSERT OR REPLACE with "
-            "that primary key), so writing the same batch twice changes nothing."
-            if twice else
-            "Hours of earlier micro-batches, or of an earlier run, are gone: each batch of an update-mode query "
-            "holds only the rows that changed, so add them to the table; do not replace the table with the batch "
-            "or with what your process remembers (a restarted job remembers nothing)."
-            if missing else
-            "Some rows have old or wrong values: an hour's newer row must replace its older one.")
-    expect(not (back or twice or wrong or missing), f"table {TABLE} of {TABLE_FILE} after micro-batches 0, 1, 1 again "
-           f"(replayed), 2", expected=f"{len(truth)} (hour, origin) rows, each with its latest values",
-           found=f"{len(found)} rows; twice: {twice[:2]}; wrong: {len(wrong)} e.g. {wrong[:1]}; missing: {missing[:2]}",
-           hint=hint)
+    hint = (
+        f"Rows the grader deleted before its micro-batches came back, e.g. {back[0]} (your notebook's own "
+        "run): save_batch rewrites the table from what its process remembers. Write only the batch's rows, "
+        "upserted into the table as it is."
+        if back
+        else f"The table has hours that no batch had, e.g. {unknown[0]}: write each hour as UTC text "
+        '(format it in Spark: F.date_format("hour", "yyyy-MM-dd HH:mm:ss"); str() of what collect() gives '
+        "is your computer's local time)."
+        if unknown
+        else "An hour is in the table twice: a replayed micro-batch, or an update of an hour, was inserted again. "
+        "Upsert by (hour, origin): INSERT ... ON CONFLICT (hour, origin) DO UPDATE (or INSERT OR REPLACE with "
+        "that primary key), so writing the same batch twice changes nothing."
+        if twice
+        else "Hours of earlier micro-batches, or of an earlier run, are gone: each batch of an update-mode query "
+        "holds only the rows that changed, so add them to the table; do not replace the table with the batch "
+        "or with what your process remembers (a restarted job remembers nothing)."
+        if missing
+        else "Some rows have old or wrong values: an hour's newer row must replace its older one."
+    )
+    expect(
+        not (back or twice or wrong or missing),
+        f"table {TABLE} of {TABLE_FILE} after micro-batches 0, 1, 1 again (replayed), 2",
+        expected=f"{len(truth)} (hour, origin) rows, each with its latest values",
+        found=f"{len(found)} rows; twice: {twice[:2]}; wrong: {len(wrong)} e.g. {wrong[:1]}; missing: {missing[:2]}",
+        hint=hint,
+    )
     return f"{len(truth)} rows right after 4 calls (one a replay), a row of an earlier run kept"

@@ -21,8 +21,8 @@ from cluster.waiting import wait_for
 from . import CheckFailed, Context, expect
 
 SCRIPT_DEADLINE_S = 90
-MAX_LOG_CHARS = 200_000      # of a script's output, kept for messages
-CRASHED = -signal.SIGKILL      # the exit status of a run the grader (or the harness) killed
+MAX_LOG_CHARS = 200_000  # of a script's output, kept for messages
+CRASHED = -signal.SIGKILL  # the exit status of a run the grader (or the harness) killed
 SANDBOX_KILLED = 128 + signal.SIGKILL  # bwrap's exit status when the program inside died of SIGKILL
 
 
@@ -30,7 +30,7 @@ SANDBOX_KILLED = 128 + signal.SIGKILL  # bwrap's exit status when the program in
 class ScriptRun:
     proc: subprocess.Popen
     log: Path
-    name: str          # the student's script, for messages
+    name: str  # the student's script, for messages
 
     def output(self) -> str:
         return tail_text(self.log.parent, self.log.name, MAX_LOG_CHARS)
@@ -45,24 +45,34 @@ def read_student_file(root: Path, relative: str | Path, limit: int = 16 * 2**20)
     try:
         data = read_bytes(root, relative, limit)
     except RefusedPath as e:
-        raise CheckFailed(f"{name} could not be read: it {e.why}",
-                          hint="Write it with open(...) as an ordinary file in the notebook's folder; links and "
-                               "pipes are not read, nor files of many megabytes.") from None
+        raise CheckFailed(
+            f"{name} could not be read: it {e.why}",
+            hint="Write it with open(...) as an ordinary file in the notebook's folder; links and "
+            "pipes are not read, nor files of many megabytes.",
+        ) from None
     except OSError as e:
-        raise CheckFailed(f"{name} could not be read ({e.strerror})",
-                          hint="Write it as an ordinary file in the notebook's folder.") from None
+        raise CheckFailed(
+            f"{name} could not be read ({e.strerror})", hint="Write it as an ordinary file in the notebook's folder."
+        ) from None
     return None if data is None else data.decode(errors="replace")
 
 
 def script_path(ctx: Context, name: str) -> Path:
     path = ctx.workdir / name
-    expect(path.exists(), f"{name} does not exist in the notebook's folder",
-           hint=f"Run the %%writefile {name} cell.")
+    expect(path.exists(), f"{name} does not exist in the notebook's folder", hint=f"Run the %%writefile {name} cell.")
     return path
 
 
-def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_after: float | None = None,
-          harness: Sequence[str] = (), tag: str = "", stdin: bool = False) -> ScriptRun:
+def start(
+    ctx: Context,
+    name: str,
+    *args: str,
+    crash_on_write: str = "",
+    crash_after: float | None = None,
+    harness: Sequence[str] = (),
+    tag: str = "",
+    stdin: bool = False,
+) -> ScriptRun:
     """Start `python -m selfcheck.harness [harness options] <name> args...` in the notebook's
     folder (see selfcheck/harness.py for the crashes it plans)."""
     script = script_path(ctx, name)
@@ -77,7 +87,7 @@ def start(ctx: Context, name: str, *args: str, crash_on_write: str = "", crash_a
     # The log lives in the grader's own folder, out of the sandbox's reach (a link planted in
     # the working folder would otherwise make the grader write over any file it can).
     log = (ctx.logdir or ctx.workdir) / f"{Path(name).stem}-{tag or time.monotonic_ns()}.log"
-    with open(log, "wb") as out:   # grader-only: the grader's log folder (ctx.logdir)
+    with open(log, "wb") as out:  # grader-only: the grader's log folder (ctx.logdir)
         kw = dict(stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         if ctx.sandbox is not None:
             proc = ctx.sandbox.popen(cmd, env, **kw)
@@ -97,9 +107,11 @@ def wait(run: ScriptRun, timeout: float = SCRIPT_DEADLINE_S) -> int:
         code = run.proc.wait(timeout)
     except subprocess.TimeoutExpired:
         stop(run.proc)
-        raise CheckFailed(f"{run.name} did not finish within {timeout:.0f} s",
-                          found=run.output()[-500:],
-                          hint="The script should stop by itself once no message has arrived for a while.") from None
+        raise CheckFailed(
+            f"{run.name} did not finish within {timeout:.0f} s",
+            found=run.output()[-500:],
+            hint="The script should stop by itself once no message has arrived for a while.",
+        ) from None
     return CRASHED if code in (CRASHED, SANDBOX_KILLED) else code
 
 

@@ -30,8 +30,8 @@ from selfcheck.checks.bounded_reads import PATCHED, BatchTooLarge, decompression
 from selfcheck.checks.kafka_state import read_all
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
-BOMB_BYTES = 300 * 10**6     # zeros in one record: zstd and gzip make it tens to hundreds of KB
-GROWTH_LIMIT = 300 * 10**6   # the grader's process may grow by less than this reading a bomb
+BOMB_BYTES = 300 * 10**6  # zeros in one record: zstd and gzip make it tens to hundreds of KB
+GROWTH_LIMIT = 300 * 10**6  # the grader's process may grow by less than this reading a bomb
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def produce(ctx: Context, topic: str, codec: str, records, **settings) -> list[t
 
 
 def peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # Linux: KiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
 BOMB = """
@@ -83,9 +83,14 @@ print(m.offset)
 def test_a_compression_bomb_is_a_clear_failure_and_the_grader_stays_small(ctx, codec):
     topic = new_topic(ctx, f"bomb-{codec}")
     # Made in a process of its own: making it takes the maker's memory, which the grader's must not count.
-    made = subprocess.run([sys.executable, "-c", BOMB], input=json.dumps([ctx.kafka, topic, codec, BOMB_BYTES]),
-                          capture_output=True, text=True, timeout=300)
-    assert made.returncode == 0 and made.stdout.strip() == "0", made.stderr[-2000:]   # the brokers took it
+    made = subprocess.run(
+        [sys.executable, "-c", BOMB],
+        input=json.dumps([ctx.kafka, topic, codec, BOMB_BYTES]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0 and made.stdout.strip() == "0", made.stderr[-2000:]  # the brokers took it
 
     gc.collect()
     before = psutil.Process().memory_info().rss
@@ -94,8 +99,10 @@ def test_a_compression_bomb_is_a_clear_failure_and_the_grader_stays_small(ctx, c
     # The process's peak since it started is at least what it reached reading; from what it held
     # just before, that is an upper bound on how much the read took.
     growth = peak_rss() - before
-    print(f"\n{codec} bomb of {BOMB_BYTES:,} bytes: RSS before {before / 2**20:.0f} MiB, "
-          f"peak after {peak_rss() / 2**20:.0f} MiB, growth at most {growth / 2**20:.0f} MiB")
+    print(
+        f"\n{codec} bomb of {BOMB_BYTES:,} bytes: RSS before {before / 2**20:.0f} MiB, "
+        f"peak after {peak_rss() / 2**20:.0f} MiB, growth at most {growth / 2**20:.0f} MiB"
+    )
     assert growth < GROWTH_LIMIT, f"reading the bomb took the grader up by {growth:,} bytes"
     e = failed.value
     assert e.what == f"the record batches of {topic} decompress to more than 64 MiB at a time", e.what
@@ -108,12 +115,12 @@ def test_ordinary_compressed_topics_are_read_exactly(ctx, codec):
     rng = random.Random(codec)
     text = b"".join(b"flight %d from %s; " % (i, rng.choice([b"ORD", b"SFO", b"JFK"])) for i in range(20_000))
     records = []
-    for i in range(3000):   # compressible and random values, empty ones, none at all; keys or not
+    for i in range(3000):  # compressible and random values, empty ones, none at all; keys or not
         size = rng.choice([0, 10, 200, 5000, 60_000])
         key = b"k%d" % (i % 40) if i % 3 else None
         value = rng.choice([text[:size], rng.randbytes(size), None if key else b""])
         records.append((key, value))
-    records.append((b"big", text * 3))   # one record of ~1.5 MB, well under the bound
+    records.append((b"big", text * 3))  # one record of ~1.5 MB, well under the bound
     sent = produce(ctx, topic, codec, records, linger_ms=20, batch_size=256 * 1024, max_request_size=4 * 2**20)
     got = read_all(ctx, f"plain-{codec}")
     assert sorted((r.partition, r.offset, r.key, r.value) for r in got) == sorted(sent)
@@ -144,7 +151,7 @@ def test_a_batch_over_the_bound_fails_where_the_checks_read_and_nowhere_else(ctx
         log_values(ctx, topic)
     assert failed.value.what == message
 
-    bench = Bench(ctx, port=1)   # its RPC channel is never used here
+    bench = Bench(ctx, port=1)  # its RPC channel is never used here
     try:
         produce(ctx, bench.topic, codec, [(b"over", value)], max_request_size=4 * 2**20)
         with pytest.raises(CheckFailed) as failed:
@@ -167,11 +174,16 @@ def test_a_batch_over_the_bound_fails_where_the_checks_read_and_nowhere_else(ctx
 
 # --- the bounded decoders themselves, and the names they replace ----------------------------------------
 
+
 def encoders():
     import kafka.codec
 
-    return {"gzip": kafka.codec.gzip_encode, "snappy": kafka.codec.snappy_encode,
-            "lz4": kafka.codec.lz4_encode, "zstd": kafka.codec.zstd_encode}
+    return {
+        "gzip": kafka.codec.gzip_encode,
+        "snappy": kafka.codec.snappy_encode,
+        "lz4": kafka.codec.lz4_encode,
+        "zstd": kafka.codec.zstd_encode,
+    }
 
 
 def test_many_batches_of_one_poll_share_the_bound(ctx):
@@ -197,16 +209,16 @@ def test_the_bounded_decoders_give_what_kafka_codec_gives_up_to_the_bound(codec)
     from kafka.record import default_records
 
     limit = 2**20
-    data = random.Random(0).randbytes(100_000) + bytes(limit - 100_000)   # exactly the bound
+    data = random.Random(0).randbytes(100_000) + bytes(limit - 100_000)  # exactly the bound
     packed = encoders()[codec](data)
     with decompression_bound(limit):
-        decode = getattr(default_records, f"{codec}_decode")     # bounded from the first decompression_bound on
+        decode = getattr(default_records, f"{codec}_decode")  # bounded from the first decompression_bound on
         assert bytes(decode(packed)) == getattr(kafka.codec, f"{codec}_decode")(packed) == data
-        with pytest.raises(BatchTooLarge):     # the budget is spent: one byte more fails
+        with pytest.raises(BatchTooLarge):  # the budget is spent: one byte more fails
             decode(encoders()[codec](b"x"))
     with decompression_bound(limit), pytest.raises(BatchTooLarge):
         decode(encoders()[codec](data + b"x"))
-    if codec == "snappy":   # a raw block, without kafka's (xerial) framing
+    if codec == "snappy":  # a raw block, without kafka's (xerial) framing
         raw = kafka.codec.snappy_encode(data, xerial_compatible=False)
         with decompression_bound(limit):
             assert bytes(decode(raw)) == data
@@ -221,7 +233,7 @@ def test_the_bound_holds_only_where_it_is_set():
     with decompression_bound(2**20):
         with pytest.raises(BatchTooLarge):
             default_records.zstd_decode(big)
-        elsewhere = []   # another thread of the process (another consumer): kafka.codec's own decoding
+        elsewhere = []  # another thread of the process (another consumer): kafka.codec's own decoding
         t = threading.Thread(target=lambda: elsewhere.append(len(default_records.zstd_decode(big))))
         t.start()
         t.join()
@@ -236,7 +248,7 @@ def test_the_names_replaced_are_where_kafka_python_decompresses():
     import kafka.codec
     from kafka.record import default_records, legacy_records
 
-    with decompression_bound():   # installed: each replaced name wraps kafka.codec's own
+    with decompression_bound():  # installed: each replaced name wraps kafka.codec's own
         pass
     for module_name, names in PATCHED.items():
         module = sys.modules[module_name]
@@ -245,12 +257,17 @@ def test_the_names_replaced_are_where_kafka_python_decompresses():
     decoders = {"gzip_decode", "snappy_decode", "lz4_decode", "zstd_decode", "lz4_decode_old_kafka"}
     calls = lambda f: decoders & set(f.__code__.co_names)
     assert calls(default_records.DefaultRecordBatch._maybe_uncompress) == set(PATCHED["kafka.record.default_records"])
-    assert calls(legacy_records.LegacyRecordBatch._decompress) == {*PATCHED["kafka.record.legacy_records"],
-                                                                    "lz4_decode_old_kafka"}
+    assert calls(legacy_records.LegacyRecordBatch._decompress) == {
+        *PATCHED["kafka.record.legacy_records"],
+        "lz4_decode_old_kafka",
+    }
     # lz4_decode_old_kafka (magic-0 batches) is left as it is: without xxhash it cannot decompress at all.
     assert kafka.codec.xxhash is None
     # No other file of kafka-python calls a decoder (a new record format, a decode in the fetcher).
     root = Path(kafka.__file__).parent
-    callers = {str(p.relative_to(root)) for p in root.rglob("*.py")
-               if re.search(r"\b(gzip|snappy|lz4f?|zstd)_decode\w*\(", p.read_text())}
+    callers = {
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if re.search(r"\b(gzip|snappy|lz4f?|zstd)_decode\w*\(", p.read_text())
+    }
     assert callers == {"codec.py", "record/default_records.py", "record/legacy_records.py"}, callers

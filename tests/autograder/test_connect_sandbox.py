@@ -23,15 +23,17 @@ from cluster import topic_name
 from cluster.kafka_connect import ConnectWorker
 from cluster.safe_files import write_text
 
-pytestmark = [pytest.mark.heavy,
-              pytest.mark.skipif(available() is not None, reason=f"no sandbox here: {available()}")]
+pytestmark = [pytest.mark.heavy, pytest.mark.skipif(available() is not None, reason=f"no sandbox here: {available()}")]
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 
 
 def env_of(workdir: Path) -> dict[str, str]:
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(workdir / ".home"),
-           "TMPDIR": str(workdir / ".tmp")}
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(workdir / ".home"),
+        "TMPDIR": str(workdir / ".tmp"),
+    }
     if "JAVA_HOME" in os.environ:
         env["JAVA_HOME"] = os.environ["JAVA_HOME"]
     return env
@@ -39,8 +41,14 @@ def env_of(workdir: Path) -> dict[str, str]:
 
 def in_kernel_sandbox(workdir: Path, code: str) -> str:
     """What a snippet prints when run where the student's kernel runs."""
-    out = subprocess.run(Sandbox(workdir).wrap([sys.executable, "-c", textwrap.dedent(code)]), env=env_of(workdir),
-                         cwd=workdir, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        Sandbox(workdir).wrap([sys.executable, "-c", textwrap.dedent(code)]),
+        env=env_of(workdir),
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return out.stdout.strip() + out.stderr.strip()[-300:]
 
 
@@ -64,14 +72,19 @@ def test_the_graders_worker_runs_sandboxed_and_answers_only_the_grader(cluster, 
     folder = private / "connect"
     folder.mkdir()
     write_text(folder, "flights.csv", "2013-01-01,UA,1545,EWR\n", mode=0o644)
-    source = {"name": "csv-in", "connector.class": SOURCE, "tasks.max": "1", "file": str(folder / "flights.csv"),
-              "topic": topic}
+    source = {
+        "name": "csv-in",
+        "connector.class": SOURCE,
+        "tasks.max": "1",
+        "file": str(folder / "flights.csv"),
+        "topic": topic,
+    }
     sandbox = Sandbox(work).with_writable(folder)
     launch = lambda argv, **kw: sandbox.popen(argv, env_of(work), **kw)
     with ConnectWorker(folder / "worker", [source], launch=launch, private_rest=True) as worker:
-        assert worker.status()["csv-in"]["tasks"] == ["RUNNING"]       # the grader's password works
+        assert worker.status()["csv-in"]["tasks"] == ["RUNNING"]  # the grader's password works
         jvm = next(p for p in psutil.Process(worker.proc.pid).children(recursive=True) if p.name() == "java")
-        for ns in ("mnt", "pid"):     # the JVM is in the sandbox's namespaces, not the grader's
+        for ns in ("mnt", "pid"):  # the JVM is in the sandbox's namespaces, not the grader's
             assert os.readlink(f"/proc/{jvm.pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"), ns
         # The port the grader talks to is the JVM's own socket (bound as port 0), so nothing could
         # take it first and receive the grader's password.
@@ -82,7 +95,9 @@ def test_the_graders_worker_runs_sandboxed_and_answers_only_the_grader(cluster, 
         assert refused.value.code == 401
         # From the kernel's sandbox: the port answers, but nothing without the password, and
         # the worker's folder (its settings, its offsets, the connectors' files) is not there.
-        seen = in_kernel_sandbox(work, f"""
+        seen = in_kernel_sandbox(
+            work,
+            f"""
             import os, urllib.request, urllib.error, json
             try:
                 urllib.request.urlopen(urllib.request.Request({url!r}, method="POST",
@@ -92,6 +107,7 @@ def test_the_graders_worker_runs_sandboxed_and_answers_only_the_grader(cluster, 
             except urllib.error.HTTPError as e:
                 print("HTTP", e.code)
             print("folder seen:", os.path.exists({str(folder)!r}))
-        """)
+        """,
+        )
         assert "HTTP 401" in seen and "folder seen: False" in seen, seen
         assert list(worker.status()) == ["csv-in"]

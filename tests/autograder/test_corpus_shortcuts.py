@@ -25,8 +25,11 @@ NO_COPY_POSSIBLE = {
 
 
 def parts() -> list[str]:
-    return [part for lab in course_labs()
-            for part in graded_parts(nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4))]
+    return [
+        part
+        for lab in course_labs()
+        for part in graded_parts(nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4))
+    ]
 
 
 @pytest.mark.parametrize("part", parts())
@@ -44,4 +47,4 @@ def test_the_exemptions_are_graded_parts():
 
 def test_every_scenario_builds_on_its_lab():
     for s in scenarios():
-        s.notebook()     # raises if an edit no longer finds its cell or text
+        s.notebook()  # raises if an edit no longer finds its cell or text

@@ -33,11 +33,22 @@ def submission(inbound: Path, student: str, when: str, owner: str = "root", **fi
 
 
 def collect(course: Path, exchange: Path) -> str:
-    bin_dir = Path(sys.executable).parent          # nbgrader runs alembic from there
+    bin_dir = Path(sys.executable).parent  # nbgrader runs alembic from there
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    proc = subprocess.run([str(bin_dir / "nbgrader"), "collect", LAB, f"--Exchange.root={exchange}",
-                           f"--CourseDirectory.course_id={COURSE_ID}"], cwd=course, env=env, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            str(bin_dir / "nbgrader"),
+            "collect",
+            LAB,
+            f"--Exchange.root={exchange}",
+            f"--CourseDirectory.course_id={COURSE_ID}",
+        ],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout + proc.stderr
 
@@ -64,7 +75,7 @@ def test_collect_takes_only_what_the_machine_vouches_for(tmp_path):
     log = collect(course, exchange)
     submitted = course / "submitted"
     assert sorted(p.name for p in submitted.iterdir()) == ["ext-student", "root"], log
-    assert (submitted / "root" / LAB / f"{LAB}.ipynb").read_text() == "root's work"     # not the link's target
+    assert (submitted / "root" / LAB / f"{LAB}.ipynb").read_text() == "root's work"  # not the link's target
     assert "is a link or a special file" in log and "owned by root, not by daemon" in log
     assert "the answers" not in "".join(p.read_text() for p in submitted.rglob("*") if p.is_file())
     # the backdated one counts from when it arrived (this year), not from what it claims

@@ -15,20 +15,69 @@ from pathlib import Path
 
 from cluster.settings import ROOT
 
-FILE_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "mkdir", "makedirs", "chmod", "chown",
-              "unlink", "rmtree", "symlink_to", "iterdir", "glob", "rglob", "copytree", "copy", "copyfile",
-              "listdir", "scandir", "connect", "touch", "rename"}
-QUALIFIED = {"connect": {"sqlite3"}, "copy": {"shutil"}, "rename": {"os"}, "listdir": {"os"}}   # names used for other things too
+FILE_CALLS = {
+    "open",
+    "read_text",
+    "write_text",
+    "read_bytes",
+    "write_bytes",
+    "mkdir",
+    "makedirs",
+    "chmod",
+    "chown",
+    "unlink",
+    "rmtree",
+    "symlink_to",
+    "iterdir",
+    "glob",
+    "rglob",
+    "copytree",
+    "copy",
+    "copyfile",
+    "listdir",
+    "scandir",
+    "connect",
+    "touch",
+    "rename",
+}
+QUALIFIED = {
+    "connect": {"sqlite3"},
+    "copy": {"shutil"},
+    "rename": {"os"},
+    "listdir": {"os"},
+}  # names used for other things too
 STUDENT_SIDE = re.compile(r"workdir|submission|notebook|student")
-GRADER_MODULES = ("pipeline.py", "kernel.py", "grade_all.py", "gradescope.py", "exchange.py", "nbgrader_step.py",
-                  "sandbox.py", "results.py")
+GRADER_MODULES = (
+    "pipeline.py",
+    "kernel.py",
+    "grade_all.py",
+    "gradescope.py",
+    "exchange.py",
+    "nbgrader_step.py",
+    "sandbox.py",
+    "results.py",
+)
 MARK = "# grader-only:"
 
 
+def statement_spans(top: ast.AST) -> list[tuple[int, int]]:
+    """The lines of each statement (a compound one: its header only), smallest last."""
+    spans = []
+    for node in ast.walk(top):
+        if isinstance(node, ast.stmt):
+            body = getattr(node, "body", None)
+            end = body[0].lineno - 1 if isinstance(body, list) and body else node.end_lineno or node.lineno
+            spans.append((node.lineno, end))
+    return sorted(spans, key=lambda span: span[0] - span[1])
+
+
 def file_calls(source: str):
-    """(line, source of the call, enclosing top-level function) of every plain file call."""
+    """(line, source of the statement that makes the call, enclosing top-level function) of every
+    plain file call: the whole statement, so a mark on any of its lines counts (the formatter
+    puts a comment after the statement's last bracket)."""
     tree, lines = ast.parse(source), source.splitlines()
     for top in tree.body:
+        spans = statement_spans(top)
         for node in ast.walk(top):
             if not isinstance(node, ast.Call):
                 continue
@@ -36,12 +85,14 @@ def file_calls(source: str):
             name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
             if name not in FILE_CALLS:
                 continue
-            if name in QUALIFIED and not (isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name)
-                                          and fn.value.id in QUALIFIED[name]):
+            if name in QUALIFIED and not (
+                isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) and fn.value.id in QUALIFIED[name]
+            ):
                 continue
             if isinstance(fn, ast.Name) and name != "open":
-                continue     # our own helpers of the same name (safe_files' write_text, ...)
-            yield node.lineno, lines[node.lineno - 1], getattr(top, "name", "")
+                continue  # our own helpers of the same name (safe_files' write_text, ...)
+            first, last = next(((a, b) for a, b in reversed(spans) if a <= node.lineno <= b), (node.lineno,) * 2)
+            yield node.lineno, " ".join(line.strip() for line in lines[first - 1 : last]), getattr(top, "name", "")
 
 
 def violations(path: Path, source: str | None = None) -> list[str]:
@@ -61,13 +112,16 @@ def violations(path: Path, source: str | None = None) -> list[str]:
 
 
 def test_no_plain_file_call_on_a_student_reachable_path():
-    files = [*sorted((ROOT / "selfcheck" / "checks").glob("*.py")),
-             *(ROOT / "autograder" / name for name in GRADER_MODULES)]
-    assert len(files) > 20 and all(f.exists() for f in files), files     # the walk looks at the real code
+    files = [
+        *sorted((ROOT / "selfcheck" / "checks").glob("*.py")),
+        *(ROOT / "autograder" / name for name in GRADER_MODULES),
+    ]
+    assert len(files) > 20 and all(f.exists() for f in files), files  # the walk looks at the real code
     found = [v for f in files for v in violations(f)]
-    assert not found, ("plain file calls the grader could make through a student's link (use cluster.safe_files, "
-                       "in_sandbox.call, or mark a path of the grader's own with '# grader-only: why'):\n"
-                       + "\n".join(found))
+    assert not found, (
+        "plain file calls the grader could make through a student's link (use cluster.safe_files, "
+        "in_sandbox.call, or mark a path of the grader's own with '# grader-only: why'):\n" + "\n".join(found)
+    )
 
 
 def test_a_planted_plain_open_is_caught():

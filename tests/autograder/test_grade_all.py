@@ -27,15 +27,27 @@ def class_folder(root: Path) -> dict[str, dict[str, float]]:
     root.mkdir()
     nbformat.write(nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4), root / "ada.ipynb")
     wrong = next(s for s in scenarios(LAB) if s.name == "counter-overwrites")
-    (root / "bob" / LAB).mkdir(parents=True)                      # nbgrader's submitted/<student>/<lab>/ layout
+    (root / "bob" / LAB).mkdir(parents=True)  # nbgrader's submitted/<student>/<lab>/ layout
     nbformat.write(wrong.notebook(), root / "bob" / LAB / f"{LAB}.ipynb")
     nbformat.write(nbformat.read(RELEASE / LAB / f"{LAB}.ipynb", as_version=4), root / "cy.ipynb")
     return {"ada": dict(PARTS), "bob": expected_scores(wrong, PARTS), "cy": dict.fromkeys(PARTS, 0.0)}
 
 
 def grade_all(folder: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "autograder", "grade-all", LAB, str(folder), "--out", str(out), "--jobs", "2",
-           "--no-progress", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade-all",
+        LAB,
+        str(folder),
+        "--out",
+        str(out),
+        "--jobs",
+        "2",
+        "--no-progress",
+        *extra,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
 
 
@@ -56,7 +68,7 @@ def test_a_class_is_graded_through_a_broker_crash_then_resumed(healthy, tmp_path
     out, cluster = tmp_path / "grades", healthy
 
     def crash_and_recover():
-        time.sleep(6)                    # the first gradings are running their notebooks
+        time.sleep(6)  # the first gradings are running their notebooks
         cluster.kill_broker(2)
         time.sleep(4)
         cluster.start_broker(2)
@@ -81,7 +93,7 @@ def test_a_class_is_graded_through_a_broker_crash_then_resumed(healthy, tmp_path
         assert (out / student / "results.json").exists()
     assert (out / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-    again = grade_all(tmp_path / "submitted", out)                 # nothing new: nothing graded
+    again = grade_all(tmp_path / "submitted", out)  # nothing new: nothing graded
     assert "0 to grade (3 kept" in again.stdout, again.stdout
     assert {s: scores_of(row) for s, row in gradebook(out).items()} == expected
 
@@ -127,7 +139,7 @@ def test_a_cluster_that_is_down_scores_nobody(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     book = gradebook(tmp_path / "grades")
     assert all(row["status"] == "not graded" and row["total"] == "" and row["problem"] for row in book.values()), book
-    assert not list((tmp_path / "grades").glob("*/results.json"))   # no zero written anywhere
+    assert not list((tmp_path / "grades").glob("*/results.json"))  # no zero written anywhere
     assert "NOT GRADED ada" in proc.stdout and "run grade-all again" in proc.stdout
 
 
@@ -139,9 +151,11 @@ def test_a_grading_past_its_deadline_is_stopped_so_that_it_cleans_up(tmp_path):
     from autograder.grade_all import grading_deadline, run_to_deadline
 
     marker = tmp_path / "cleaned"
-    code = ("import signal, sys, time, pathlib\n"
-            f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(marker)!r}).write_text('yes'), sys.exit(1)))\n"
-            "time.sleep(60)\n")
+    code = (
+        "import signal, sys, time, pathlib\n"
+        f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(marker)!r}).write_text('yes'), sys.exit(1)))\n"
+        "time.sleep(60)\n"
+    )
     with pytest.raises(subprocess.TimeoutExpired):
         run_to_deadline([sys.executable, "-c", code], deadline_s=1)
     assert marker.read_text() == "yes"
@@ -154,8 +168,12 @@ def test_the_score_plot_counts_totals_and_parts(tmp_path):
     from autograder.grade_all import Graded, plot_scores, score_counts
 
     parts = {"q1": 2.0, "q2": 1.5}
-    graded = [Graded("ada", "graded", {"q1": 2.0, "q2": 1.5}), Graded("bob", "kept", {"q1": 2.0, "q2": 0.0}),
-              Graded("cy", "graded", {"q1": 0.0, "q2": 0.0}), Graded("dee", "not graded")]
+    graded = [
+        Graded("ada", "graded", {"q1": 2.0, "q2": 1.5}),
+        Graded("bob", "kept", {"q1": 2.0, "q2": 0.0}),
+        Graded("cy", "graded", {"q1": 0.0, "q2": 0.0}),
+        Graded("dee", "not graded"),
+    ]
     counts = score_counts(graded, parts)
     assert list(counts) == ["total", "q1", "q2"]
     assert counts["total"] == [(0.0, 1), (1.0, 0), (2.0, 1), (3.0, 0), (3.5, 1)]

@@ -20,8 +20,19 @@ from autograder.pipeline import SOLUTIONS
 
 
 def grade(lab: str, notebook: Path, out: Path, env: dict | None = None, *extra: str):
-    cmd = [sys.executable, "-m", "autograder", "grade", lab, str(notebook), "--json", str(out),
-           "--cell-timeout", "20", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        lab,
+        str(notebook),
+        "--json",
+        str(out),
+        "--cell-timeout",
+        "20",
+        *extra,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     data = json.loads(out.read_text()) if out.exists() else None
     return proc, data
@@ -45,7 +56,7 @@ def test_results_json_is_gradescope_shaped(cluster, tmp_path):
     visible = [t for t in data["tests"] if t["visibility"] == "visible"]
     assert [t["name"] for t in visible] == ["lab1-q1", "lab1-q2", "lab1-q3", "lab1-q4", "lab1-q5", "lab1-q6"]
     assert data["max_score"] == sum(t["max_score"] for t in visible)
-    assert data["score"] == data["max_score"] - visible[0]["max_score"]   # all but lab1-q1
+    assert data["score"] == data["max_score"] - visible[0]["max_score"]  # all but lab1-q1
     q1 = visible[0]
     assert q1["score"] == 0 and "expected" in q1["output"] and "found" in q1["output"] and "hint" in q1["output"]
     # the printed table: one line per check
@@ -57,14 +68,18 @@ def test_cluster_down_is_an_infrastructure_error_not_a_zero(tmp_path, state):
     from cluster.accounts import Secrets
 
     home = tmp_path / "cluster"
-    if state == "stopped":   # its passwords exist, nothing listens on its ports
+    if state == "stopped":  # its passwords exist, nothing listens on its ports
         Secrets(home).ensure()
     env = dict(os.environ, COURSE_CLUSTER_HOME=str(home), COURSE_PORT_BASE="41", KAFKA_BOOTSTRAP_SERVERS="")
     proc, data = grade("lab1", SOLUTIONS / "lab1" / "lab1.ipynb", tmp_path / "r.json", env)
     assert proc.returncode == 2
     said = {"never set up": "No local cluster has been set up", "stopped": "does not answer"}[state]
     assert "infrastructure error" in proc.stderr and said in proc.stderr, proc.stderr
-    assert data is not None and "Infrastructure error" in data["output"] and "not a problem with your work" in data["output"]
+    assert (
+        data is not None
+        and "Infrastructure error" in data["output"]
+        and "not a problem with your work" in data["output"]
+    )
 
 
 def test_missing_notebook_and_unknown_lab_cannot_be_graded(cluster, tmp_path):
@@ -85,8 +100,9 @@ def test_a_corrupt_notebook_is_graded_zero_with_the_reason(cluster, tmp_path):
 def test_edited_test_cells_are_restored(cluster, tmp_path):
     """A student who replaces a test cell with `pass` gains nothing: the course's cell is put back."""
     nb = nbformat.read(SOLUTIONS / "lab1" / "lab1.ipynb", as_version=4)
-    nb = Scenario("x", "lab1", "", (Edit("lab1-increase", "sub", "counts[key] = amt",
-                                         "counts[key] = counts.get(key, 0) + amt"),)).build(nb)
+    nb = Scenario(
+        "x", "lab1", "", (Edit("lab1-increase", "sub", "counts[key] = amt", "counts[key] = counts.get(key, 0) + amt"),)
+    ).build(nb)
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "lab1-q1":
             cell.source = "pass"
@@ -107,7 +123,7 @@ def test_deleting_every_topic_spares_other_users(cluster, admin, tmp_path):
     lab, nb = scenario_notebook("deletes-every-topic", tmp_path)
     _, data = grade(lab, nb, tmp_path / "r.json")
     assert data["score"] == data["max_score"]
-    assert "TopicAuthorizationFailed" in data["output"]   # the brokers refused, not a hook in the kernel
+    assert "TopicAuthorizationFailed" in data["output"]  # the brokers refused, not a hook in the kernel
     assert bystander in admin.list_topics()
     admin.delete_topics([bystander])
 
@@ -135,7 +151,7 @@ def test_the_seed_is_secret_and_replays_a_grading(cluster, tmp_path):
 
 
 def test_no_sandbox_is_refused_where_bubblewrap_is_missing(cluster, tmp_path):
-    env = dict(os.environ, PATH="/nonexistent")   # bwrap cannot be found
+    env = dict(os.environ, PATH="/nonexistent")  # bwrap cannot be found
     env["PATH"] = str(Path(sys.executable).parent)
     proc, data = grade("lab1", SOLUTIONS / "lab1" / "lab1.ipynb", tmp_path / "r.json", env)
     assert proc.returncode == 2 and "bubblewrap" in proc.stderr and "--no-sandbox" in proc.stderr
@@ -155,10 +171,22 @@ def test_a_grading_stopped_with_sigterm_leaves_nothing_running(cluster, tmp_path
     out, mark = tmp_path / "r.json", uuid.uuid4().hex
     # Other gradings may run beside this one (the self-test): this one's brokers inherit the
     # grader's environment, marked; its kernel is a descendant of the grader.
-    proc = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "lab7",
-                             str(SOLUTIONS / "lab7" / "lab7.ipynb"), "--json", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, COURSE_TEST_MARK=mark))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade",
+            "lab7",
+            str(SOLUTIONS / "lab7" / "lab7.ipynb"),
+            "--json",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, COURSE_TEST_MARK=mark),
+    )
 
     def own_brokers():
         found = []
@@ -167,16 +195,17 @@ def test_a_grading_stopped_with_sigterm_leaves_nothing_running(cluster, tmp_path
                 found.append(p)
         return found
 
-    def kernels():   # the sandboxed kernel and what it started, by the grading's namespace
+    def kernels():  # the sandboxed kernel and what it started, by the grading's namespace
         try:
             below = psutil.Process(proc.pid).children(recursive=True)
         except psutil.NoSuchProcess:
             return []
         return [p for p in below if _environ(p).get("LAB_NAMESPACE", "").startswith("grade-lab7-")]
+
     deadline = time.monotonic() + 120
     while not kernels() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    time.sleep(1)   # into the notebook
+    time.sleep(1)  # into the notebook
     brokers, running = own_brokers(), kernels()
     assert len(brokers) == 3 and running, f"the grading did not get as far as its notebook: {proc.poll()}"
     namespace = _environ(running[0])["LAB_NAMESPACE"]
@@ -222,9 +251,12 @@ def honest_server():
         calls.append("Get")
         return M["GetReply"](total=counts.get(request.key, 0))
 
-    handlers = {name: grpc.unary_unary_rpc_method_handler(fn, request_deserializer=M[req].FromString,
-                                                          response_serializer=lambda m: m.SerializeToString())
-                for name, fn, req in (("Increase", increase, "IncreaseRequest"), ("Get", get, "GetRequest"))}
+    handlers = {
+        name: grpc.unary_unary_rpc_method_handler(
+            fn, request_deserializer=M[req].FromString, response_serializer=lambda m: m.SerializeToString()
+        )
+        for name, fn, req in (("Increase", increase, "IncreaseRequest"), ("Get", get, "GetRequest"))
+    }
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("counter.Counter", handlers),))
     port = server.add_insecure_port("127.0.0.1:0")
@@ -236,8 +268,12 @@ def test_a_server_the_notebook_did_not_start_earns_nothing(cluster, tmp_path):
     server, port, calls = honest_server()
     try:
         nb = nbformat.read(SOLUTIONS / "lab1" / "lab1.ipynb", as_version=4)
-        nb = Scenario("borrows-a-server", "lab1", "", (
-            Edit("server_port = server.add_insecure_port", "after", f"server_port = {port}   # not ours"),)).build(nb)
+        nb = Scenario(
+            "borrows-a-server",
+            "lab1",
+            "",
+            (Edit("server_port = server.add_insecure_port", "after", f"server_port = {port}   # not ours"),),
+        ).build(nb)
         path = tmp_path / "lab1.ipynb"
         nbformat.write(nb, path)
         _, data = grade("lab1", path, tmp_path / "r.json")

@@ -20,13 +20,12 @@ import pytest
 
 from staff.corpus import scenarios
 from autograder.gradescope import build, find_notebook, run, student_of
-from autograder.pipeline import (RELEASE, SOLUTIONS, StudentError, course_cells, course_labs, graded_parts,
-                                 grading_seed)
+from autograder.pipeline import RELEASE, SOLUTIONS, StudentError, course_cells, course_labs, graded_parts, grading_seed
 from cluster import settings
 from cluster.settings import jars_cache
 
 LAB = "lab1"
-MISTAKE = "counter-overwrites"     # lab1-q1 wrong, everything else right
+MISTAKE = "counter-overwrites"  # lab1-q1 wrong, everything else right
 
 
 @pytest.fixture(scope="module")
@@ -71,17 +70,28 @@ def test_the_package_holds_what_grading_needs_and_no_solution_code(package):
         texts = {n: readable(z.read(n), n) for n in names if not n.endswith(".gz")}
     assert modes["setup.sh"] == 0o755 and modes["run_autograder"] == 0o755
     assert f"gradescope run {LAB}" in texts["run_autograder"]
-    for needed in ("course/autograder/pipeline.py", "course/autograder/gradescope.py", "course/selfcheck/checks/lab1.py",
-                   "course/cluster/brokers.py",
-                   "course/pyproject.toml", f"course/labs/{LAB}/{LAB}.ipynb", "course/labs/lab1/counter.proto",
-                   "course/datasets/flights-2013-01.csv.gz"):
+    for needed in (
+        "course/autograder/pipeline.py",
+        "course/autograder/gradescope.py",
+        "course/selfcheck/checks/lab1.py",
+        "course/cluster/brokers.py",
+        "course/pyproject.toml",
+        f"course/labs/{LAB}/{LAB}.ipynb",
+        "course/labs/lab1/counter.proto",
+        "course/datasets/flights-2013-01.csv.gz",
+    ):
         assert needed in names, f"{needed} is missing from the package"
     assert modes["course/.grading-secret"] == 0o600
-    leaked = [n for n in names if n.startswith(("course/solutions", "course/tests", "course/bench", "course/staff"))
-              or n.endswith(("corpus.py", "selftest.py", "_pb2.py")) or "__pycache__" in n]
+    leaked = [
+        n
+        for n in names
+        if n.startswith(("course/solutions", "course/tests", "course/bench", "course/staff"))
+        or n.endswith(("corpus.py", "selftest.py", "_pb2.py"))
+        or "__pycache__" in n
+    ]
     assert leaked == []
     blocks = solution_blocks()
-    assert len(blocks) > 30      # the check below looks for something
+    assert len(blocks) > 30  # the check below looks for something
     found = [(n, b[:60]) for b in blocks for n, t in texts.items() if b in t]
     assert found == [], f"solution code in the package: {found[:3]}"
 
@@ -94,11 +104,13 @@ def test_the_released_notebook_grades_like_the_solution(lab):
     release = nbformat.read(RELEASE / lab / f"{lab}.ipynb", as_version=4)
     assert graded_parts(release) == graded_parts(solution)
     ours, theirs = course_cells(solution), course_cells(release)
-    assert {k: (c.id, c.cell_type, c.source) for k, c in theirs.items()} == \
-        {k: (c.id, c.cell_type, c.source) for k, c in ours.items()}
+    assert {k: (c.id, c.cell_type, c.source) for k, c in theirs.items()} == {
+        k: (c.id, c.cell_type, c.source) for k, c in ours.items()
+    }
 
     def demos(nb):
         return [c.source for c in nb.cells if "demo" in c.metadata.get("tags", [])]
+
     assert demos(release) == demos(solution)
 
 
@@ -111,7 +123,7 @@ def test_the_submitted_notebook_is_found_or_the_student_told(tmp_path):
     with pytest.raises(StudentError, match=r"found deep/Lab 1 \(1\).ipynb, notes.ipynb. Upload lab1.ipynb alone"):
         find_notebook(LAB, tmp_path)
     (tmp_path / "notes.ipynb").unlink()
-    assert find_notebook(LAB, tmp_path).name == "Lab 1 (1).ipynb"   # the only one: renamed by a download
+    assert find_notebook(LAB, tmp_path).name == "Lab 1 (1).ipynb"  # the only one: renamed by a download
 
 
 def test_the_seed_comes_from_the_students_email(tmp_path):
@@ -135,11 +147,25 @@ def gradescope_env(root: Path, **more: str) -> dict[str, str]:
     cluster settings; the cluster runs on ports of its own so that it meets no other."""
     venv_bin = str(Path(sys.executable).parent)
     path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin and ".pyenv" not in p)
-    drop = ("VIRTUAL_ENV", "COURSE_CLUSTER_HOME", "COURSE_OWN_CLUSTER_HOME", "LAB_NAMESPACE", "PYTHONPATH",
-            "KAFKA_BOOTSTRAP_SERVERS", "KAFKA_USERNAME", "KAFKA_PASSWORD", "PYTEST_XDIST_WORKER")
+    drop = (
+        "VIRTUAL_ENV",
+        "COURSE_CLUSTER_HOME",
+        "COURSE_OWN_CLUSTER_HOME",
+        "LAB_NAMESPACE",
+        "PYTHONPATH",
+        "KAFKA_BOOTSTRAP_SERVERS",
+        "KAFKA_USERNAME",
+        "KAFKA_PASSWORD",
+        "PYTEST_XDIST_WORKER",
+    )
     env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("PYTEST")}
-    return {**env, "PATH": path, "AUTOGRADER_ROOT": str(root), "COURSE_PORT_BASE": str(settings.THROWAWAY_PORT_BASE),
-            **more}
+    return {
+        **env,
+        "PATH": path,
+        "AUTOGRADER_ROOT": str(root),
+        "COURSE_PORT_BASE": str(settings.THROWAWAY_PORT_BASE),
+        **more,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -152,14 +178,25 @@ def autograder(package):
     unpack(package, root / "source")
     # the machine's downloaded jars, as a head start (setup.sh checks them against the lock)
     shutil.copytree(jars_cache() / "m2", root / "source" / "jars" / "m2")
-    setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd=root / "source", env=gradescope_env(root),
-                           capture_output=True, text=True, timeout=1200)
+    setup = subprocess.run(
+        ["bash", str(root / "source" / "setup.sh")],
+        cwd=root / "source",
+        env=gradescope_env(root),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert setup.returncode == 0, f"setup.sh failed:\n{setup.stdout[-3000:]}\n{setup.stderr[-3000:]}"
     assert "setup.sh: ready" in setup.stdout
-    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")   # as Gradescope does
+    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")  # as Gradescope does
     yield root
-    subprocess.run([str(root / "source/course/.venv/bin/python"), "-m", "cluster", "down", "--wipe"],
-                   cwd=root / "source/course", env=gradescope_env(root), capture_output=True, timeout=120)
+    subprocess.run(
+        [str(root / "source/course/.venv/bin/python"), "-m", "cluster", "down", "--wipe"],
+        cwd=root / "source/course",
+        env=gradescope_env(root),
+        capture_output=True,
+        timeout=120,
+    )
     shutil.rmtree(top, ignore_errors=True)
 
 
@@ -169,8 +206,14 @@ def submit(root: Path, notebook, email: str, **env: str) -> dict:
         (root / folder).mkdir()
     nbformat.write(notebook, root / "submission" / f"{LAB}.ipynb")
     (root / "submission_metadata.json").write_text(json.dumps({"users": [{"email": email, "name": "S"}]}))
-    proc = subprocess.run([str(root / "run_autograder")], cwd=root, env=gradescope_env(root, **env),
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [str(root / "run_autograder")],
+        cwd=root,
+        env=gradescope_env(root, **env),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     results = root / "results" / "results.json"
     assert results.exists(), f"no results.json:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return json.loads(results.read_text())
@@ -185,13 +228,17 @@ def staff(results: dict) -> str:
 
 
 @pytest.mark.heavy
-@pytest.mark.cluster     # a cluster of its own, started by run_autograder
+@pytest.mark.cluster  # a cluster of its own, started by run_autograder
 @pytest.mark.timeout(2400)
 def test_setup_then_run_autograder_grade_like_the_course(autograder):
     points = graded_parts(nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4))
     # as inside most containers, Gradescope's too, where bubblewrap cannot make namespaces
-    right = submit(autograder, nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4), "alice@example.edu",
-                   COURSE_SANDBOX="user")
+    right = submit(
+        autograder,
+        nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4),
+        "alice@example.edu",
+        COURSE_SANDBOX="user",
+    )
     assert visible(right) == points, right["output"]
     assert "sandbox: an unprivileged user, uid" in staff(right)
     assert right["score"] == sum(points.values())
@@ -200,7 +247,7 @@ def test_setup_then_run_autograder_grade_like_the_course(autograder):
     assert re.search(r"peak memory of the cluster and the grading: \d+ MB", staff(right))
 
     case = next(s for s in scenarios(LAB) if s.name == MISTAKE)
-    wrong = submit(autograder, case.notebook(), "bob@example.edu")      # bubblewrap, where it works
+    wrong = submit(autograder, case.notebook(), "bob@example.edu")  # bubblewrap, where it works
     assert "sandbox: an unprivileged user" not in staff(wrong)
     assert visible(wrong) == {label: 0.0 if label in case.fails else p for label, p in points.items()}, wrong["output"]
     assert stat.S_IMODE((autograder / "source/course/.grading-secret").stat().st_mode) == 0o600

@@ -24,8 +24,9 @@ WRITER = textwrap.dedent("""
 
 def run(tmp_path: Path, *args: str, script: str = WRITER) -> subprocess.CompletedProcess:
     (tmp_path / "writer.py").write_text(script)
-    return subprocess.run([sys.executable, "-m", "selfcheck.harness", *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "selfcheck.harness", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_crash_on_write_kills_halfway_through_the_nth_write(tmp_path):
@@ -47,8 +48,7 @@ def test_an_atomic_writer_keeps_its_last_good_checkpoint(tmp_path):
 
 
 def test_crash_after_a_time(tmp_path):
-    out = run(tmp_path, "--crash-after", "0.3", "writer.py", "x",
-              script="import time\ntime.sleep(30)\nprint('woke')\n")
+    out = run(tmp_path, "--crash-after", "0.3", "writer.py", "x", script="import time\ntime.sleep(30)\nprint('woke')\n")
     assert out.returncode == -9 and "woke" not in out.stdout
 
 
@@ -133,7 +133,7 @@ def test_crash_on_send_dies_once_the_nth_record_is_on_the_brokers(cluster, tmp_p
     topic = fresh_topic("harness-send")
     done = run(tmp_path, "--crash-on-send", "3", "writer.py", topic, script=PRODUCER)
     assert done.returncode == -9, done.stderr
-    assert read(topic, "read_uncommitted") == ["0-0", "0-1", "0-2"]   # delivered, in the open transaction
+    assert read(topic, "read_uncommitted") == ["0-0", "0-1", "0-2"]  # delivered, in the open transaction
     assert read(topic, "read_committed") == []
 
 

@@ -16,8 +16,12 @@ def solution_lines() -> set[str]:
     released notebooks do not give away themselves (a loop header the lab provides elsewhere)."""
     from autograder.pipeline import RELEASE
 
-    given = {line.strip() for path in RELEASE.glob("*/*.ipynb")
-             for cell in nbformat.read(path, as_version=4).cells for line in cell.source.splitlines()}
+    given = {
+        line.strip()
+        for path in RELEASE.glob("*/*.ipynb")
+        for cell in nbformat.read(path, as_version=4).cells
+        for line in cell.source.splitlines()
+    }
     lines = set()
     for path in SOLUTIONS.glob("*/*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
@@ -39,12 +43,18 @@ def built(tmp_path_factory):
 
 def test_the_kit_has_the_labs_and_the_cluster_and_no_answers(built):
     files = kit.files(built)
-    assert {"labs/lab1/lab1.ipynb", "cluster/clients.py", "selfcheck/checks/lab1.py", "Makefile",
-            "README.md", "pyproject.toml"} <= set(files)
+    assert {
+        "labs/lab1/lab1.ipynb",
+        "cluster/clients.py",
+        "selfcheck/checks/lab1.py",
+        "Makefile",
+        "README.md",
+        "pyproject.toml",
+    } <= set(files)
     for gone in ("solutions/", "tests/", "staff/", "autograder/", ".grading-secret", "secrets.json"):
         assert not any(f.startswith(gone) or f.endswith(gone) for f in files), gone
     answers = solution_lines()
-    assert len(answers) > 50   # the solutions do have answers to look for
+    assert len(answers) > 50  # the solutions do have answers to look for
     for name in files:
         text = (built / name).read_text(errors="replace")
         assert "BEGIN SOLUTION" not in text, name
@@ -67,7 +77,7 @@ def kernel_output(nb, path, env: dict[str, str]) -> list[str]:
     client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path)}})
     old = dict(os.environ)
     os.environ.clear()
-    os.environ.update(env)   # the kernel inherits this process's environment
+    os.environ.update(env)  # the kernel inherits this process's environment
     try:
         client.execute()
     finally:
@@ -81,12 +91,16 @@ def test_a_lab_runs_from_the_kit(cluster, built):
     self-check answers a blank part with a message."""
     release = nbformat.read(built / "labs/lab1/lab1.ipynb", as_version=4).cells
     blank_answer = next(c for c in release if c.metadata.get("nbgrader", {}).get("grade_id") == "lab1-increase")
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell(release[1].source),
-        nbformat.v4.new_code_cell(blank_answer.source),
-        nbformat.v4.new_code_cell("import cluster, selfcheck\nprint(cluster.__file__, selfcheck.__file__)"),
-        nbformat.v4.new_code_cell("try:\n    grade('lab1-q1')\nexcept AssertionError as e:\n    print('CHECK SAID', e)"),
-    ])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(release[1].source),
+            nbformat.v4.new_code_cell(blank_answer.source),
+            nbformat.v4.new_code_cell("import cluster, selfcheck\nprint(cluster.__file__, selfcheck.__file__)"),
+            nbformat.v4.new_code_cell(
+                "try:\n    grade('lab1-q1')\nexcept AssertionError as e:\n    print('CHECK SAID', e)"
+            ),
+        ]
+    )
     printed = kernel_output(nb, built / "labs/lab1", dict(os.environ, PYTHONPATH=str(built), LAB_NAMESPACE="kit"))
     assert "lab1: Kafka at" in printed[0]
     paths = printed[2].split()
@@ -94,7 +108,7 @@ def test_a_lab_runs_from_the_kit(cluster, built):
     assert "CHECK SAID" in printed[3] and "`increase` is not written yet" in printed[3], printed[3]
 
 
-@pytest.mark.cluster   # starts a cluster of its own (the kit's), on the throwaway ports
+@pytest.mark.cluster  # starts a cluster of its own (the kit's), on the throwaway ports
 def test_the_kits_cluster_on_other_ports_is_found_from_a_fresh_shell(built, tmp_path):
     """`COURSE_PORT_BASE=... make up` once; then `make status`, a notebook's first cell and `up`
     in shells without it find that cluster's ports in its folder; an `up` naming other ports
@@ -105,15 +119,23 @@ def test_the_kits_cluster_on_other_ports_is_found_from_a_fresh_shell(built, tmp_
     from cluster import settings
 
     base = settings.THROWAWAY_PORT_BASE
-    fresh = {k: v for k, v in os.environ.items()
-             if not k.startswith(("COURSE_", "KAFKA_", "PYTEST")) and k not in ("LAB_NAMESPACE", "VIRTUAL_ENV")}
+    fresh = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("COURSE_", "KAFKA_", "PYTEST")) and k not in ("LAB_NAMESPACE", "VIRTUAL_ENV")
+    }
     fresh |= {"PYTHONPATH": str(built), "LAB_NAMESPACE": "kit"}
-    stamp = tmp_path / "installed"   # the kit's Makefile installs first: this checkout has it installed
+    stamp = tmp_path / "installed"  # the kit's Makefile installs first: this checkout has it installed
     stamp.touch()
 
     def make(*args, **env):
-        return subprocess.run(["make", "-C", str(built), *args, f"PY={sys.executable}", f"STAMP={stamp}"],
-                              env={**fresh, **env}, capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            ["make", "-C", str(built), *args, f"PY={sys.executable}", f"STAMP={stamp}"],
+            env={**fresh, **env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     try:
         up = make("up", COURSE_PORT_BASE=str(base))
@@ -124,18 +146,20 @@ def test_the_kits_cluster_on_other_ports_is_found_from_a_fresh_shell(built, tmp_
         assert status.stdout.count("alive") == 3, status.stdout
 
         release = nbformat.read(built / "labs/lab1/lab1.ipynb", as_version=4).cells
-        printed = kernel_output(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(release[1].source)]),
-                                built / "labs/lab1", fresh)
+        printed = kernel_output(
+            nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(release[1].source)]), built / "labs/lab1", fresh
+        )
         assert f"lab1: Kafka at 127.0.0.1:{base}," in printed[0], printed[0]
 
-        assert make("up").returncode == 0   # finds it running: nothing to start
+        assert make("up").returncode == 0  # finds it running: nothing to start
         moved = make("up", COURSE_PORT_BASE=str(settings.DEFAULT_PORT_BASE))
         assert moved.returncode != 0
         assert f"running on ports from {base}, not {settings.DEFAULT_PORT_BASE}" in moved.stderr, moved.stderr
         assert "Leave COURSE_PORT_BASE unset" in moved.stderr
     finally:
-        subprocess.run([sys.executable, "-m", "cluster", "down", "--wipe"], cwd=built, env=fresh,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, "-m", "cluster", "down", "--wipe"], cwd=built, env=fresh, capture_output=True, timeout=300
+        )
 
 
 def test_jupyterlab_from_the_kit_hides_the_instructor_menus(built):
@@ -155,10 +179,21 @@ def test_jupyterlab_from_the_kit_hides_the_instructor_menus(built):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     jupyter = os.path.join(os.path.dirname(sys.executable), "jupyter")
-    server = subprocess.Popen([jupyter, "lab", "--no-browser", f"--port={port}", "--ServerApp.token=kit",
-                               f"--notebook-dir={built / 'labs'}", "--allow-root"],
-                              env=dict(os.environ, JUPYTER_CONFIG_PATH=str(built / "jupyter")),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [
+            jupyter,
+            "lab",
+            "--no-browser",
+            f"--port={port}",
+            "--ServerApp.token=kit",
+            f"--notebook-dir={built / 'labs'}",
+            "--allow-root",
+        ],
+        env=dict(os.environ, JUPYTER_CONFIG_PATH=str(built / "jupyter")),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def get(path):
         try:

@@ -16,11 +16,17 @@ from autograder.pipeline import SOLUTIONS, graded_parts
 from staff.selftest import Case, run_via_nbgrader
 
 # (lab 1's solution and a mistake go through nbgrader's whole loop in test_nbgrader_loop.py)
-CASES = [("lab2", "solution"), ("lab2", "no-message-key"), ("lab5", "duplicates-counted"),
-         # attacks on nbgrader's own way of grading, and on ours
-         ("lab1", "tampers-with-checks"), ("lab1", "runs-instructor-solutions"),
-         ("lab1", "guesses-with-test-cell-copies"), ("lab1", "rewrites-course-code"),
-         ("lab1", "notebook-of-many-megabytes")]
+CASES = [
+    ("lab2", "solution"),
+    ("lab2", "no-message-key"),
+    ("lab5", "duplicates-counted"),
+    # attacks on nbgrader's own way of grading, and on ours
+    ("lab1", "tampers-with-checks"),
+    ("lab1", "runs-instructor-solutions"),
+    ("lab1", "guesses-with-test-cell-copies"),
+    ("lab1", "rewrites-course-code"),
+    ("lab1", "notebook-of-many-megabytes"),
+]
 
 
 def case(lab: str, name: str, folder: Path) -> Case:
@@ -46,7 +52,7 @@ def test_nbgrader_autograde_gives_the_same_points(graded, lab, name):
     """nbgrader's points per part are the corpus's expected ones, which the self-test checks the
     CLI gives too (so the two ways agree without grading every case twice here)."""
     c, by_nbgrader = graded[(lab, name)]
-    full = c.expected   # label -> points of the part
+    full = c.expected  # label -> points of the part
     expected = next((s for s in scenarios(lab) if s.name == name), None)
     fails = set(expected.fails) if expected is not None else set()
     assert set(by_nbgrader) == set(full)

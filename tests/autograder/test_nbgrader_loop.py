@@ -20,7 +20,7 @@ from autograder.pipeline import SOLUTIONS, graded_parts
 from cluster.settings import ROOT
 
 LAB, COURSE_ID = "lab1", "kafka-course"
-MISTAKE = "counter-overwrites"       # lab1-q1 wrong, everything else right
+MISTAKE = "counter-overwrites"  # lab1-q1 wrong, everything else right
 
 
 def run(cmd: list[str], cwd: Path, env: dict) -> str:
@@ -49,8 +49,10 @@ def test_release_submit_collect_autograde_feedback_export(cluster, tmp_path):
     run([nbgrader, "release_assignment", LAB, *common], course, env)
 
     # two students fetch the lab, do it (or not quite), and submit
-    work = {"alice": nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4),
-            "bob": next(s for s in scenarios(LAB) if s.name == MISTAKE).notebook()}
+    work = {
+        "alice": nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4),
+        "bob": next(s for s in scenarios(LAB) if s.name == MISTAKE).notebook(),
+    }
     homes, envs = {}, {}
     for student, nb in work.items():
         home = homes[student] = tmp_path / f"home-{student}"

@@ -23,10 +23,12 @@ def nbgrader(grade_id: str, **flags) -> dict:
 
 def course() -> dict:
     """Set-up (locked), an answer, its test, a demo: the shape of every lab."""
-    cells = [new_code_cell("lab = start_lab('lab0')", metadata=nbgrader("lab0-setup", locked=True)),
-             new_code_cell("answer = 42", metadata=nbgrader("lab0-answer", solution=True)),
-             new_code_cell('grade("lab0-q1")', metadata=nbgrader("lab0-q1", grade=True, locked=True, points=2)),
-             new_code_cell("print(answer)", metadata={"tags": ["demo"]})]
+    cells = [
+        new_code_cell("lab = start_lab('lab0')", metadata=nbgrader("lab0-setup", locked=True)),
+        new_code_cell("answer = 42", metadata=nbgrader("lab0-answer", solution=True)),
+        new_code_cell('grade("lab0-q1")', metadata=nbgrader("lab0-q1", grade=True, locked=True, points=2)),
+        new_code_cell("print(answer)", metadata={"tags": ["demo"]}),
+    ]
     for i, cell in enumerate(cells):
         cell.id = f"cell-{i}"
     return new_notebook(cells=cells)
@@ -51,7 +53,7 @@ def test_an_untouched_notebook_is_left_as_it_is():
 
 def test_edited_test_and_locked_cells_get_the_courses_source_and_type_back():
     nb = course()
-    nb.cells[0].source = "lab = None"                       # the locked set-up, edited
+    nb.cells[0].source = "lab = None"  # the locked set-up, edited
     nb.cells[2].source, nb.cells[2].cell_type = "pass", "markdown"  # the test cell, gutted
     job = restored(nb)
     assert sources(job)[:3] == ["lab = start_lab('lab0')", "answer = 42", 'grade("lab0-q1")']
@@ -63,7 +65,7 @@ def test_a_pasted_copy_of_a_test_cell_counts_for_nothing():
     nb = course()
     copy_ = copy.deepcopy(nb.cells[2])
     copy_.id = "pasted"
-    nb.cells.insert(1, copy_)                               # pasted above the course's own copy
+    nb.cells.insert(1, copy_)  # pasted above the course's own copy
     job = restored(nb)
     kinds = [(c.cell_type, c.get("id")) for c in job.submission.cells]
     assert kinds[1] == ("markdown", "pasted") and kinds[3] == ("code", "cell-2")
@@ -105,8 +107,10 @@ def test_outputs_the_student_brought_are_dropped():
 # --- results --------------------------------------------------------------------------------
 def result() -> GradingResult:
     r = GradingResult("lab0", "x.ipynb", seed=987654321, namespace="grade-lab0-x")
-    r.checks = [CheckResult("lab0-q1", 2, 2, True, 1.0, "Passed."),
-                CheckResult("lab0-q2", 3, 0, False, 1.0, "wrong\n  expected: 1\n  found:    2", "Traceback ...")]
+    r.checks = [
+        CheckResult("lab0-q1", 2, 2, True, 1.0, "Passed."),
+        CheckResult("lab0-q2", 3, 0, False, 1.0, "wrong\n  expected: 1\n  found:    2", "Traceback ..."),
+    ]
     r.notes = ["Cell 3 was interrupted."]
     return r
 
@@ -137,22 +141,26 @@ def test_the_table_has_one_line_per_part_with_the_failure_beneath():
 def test_every_corpus_entry_still_applies_to_its_lab(scenario):
     """An edit whose anchor text left the solution would silently grade the solution."""
     nb = scenario.notebook()
-    base = nbformat.read((RELEASE if scenario.base == "release" else SOLUTIONS) / scenario.lab /
-                         f"{scenario.lab}.ipynb", as_version=4)
+    base = nbformat.read(
+        (RELEASE if scenario.base == "release" else SOLUTIONS) / scenario.lab / f"{scenario.lab}.ipynb", as_version=4
+    )
     assert {c.id for c in base.cells} <= {c.id for c in nb.cells}, "the course's cells keep their ids"
     assert nb.cells != base.cells, "the scenario changed nothing"
     for label in scenario.fails:
         find_cell(nb, label)
 
 
-@pytest.mark.parametrize("expr, name", [
-    ("predicted_order", "predicted_order"),
-    ("sorted(replay(1, 2))", "replay"),                                  # builtins are not the student's
-    ("[(r['id'], type(r['t']).__name__) for r in parse(__import__('m').raw())]", "parse"),
-    ("lab.topic('x')", "lab"),
-    # a function passed to the grader's own code in the kernel: the argument, not the import
-    ("__import__('selfcheck.checks.lab9', fromlist=['_']).start_join(with_weather, 'a', 'b', 'n')", "with_weather"),
-])
+@pytest.mark.parametrize(
+    "expr, name",
+    [
+        ("predicted_order", "predicted_order"),
+        ("sorted(replay(1, 2))", "replay"),  # builtins are not the student's
+        ("[(r['id'], type(r['t']).__name__) for r in parse(__import__('m').raw())]", "parse"),
+        ("lab.topic('x')", "lab"),
+        # a function passed to the grader's own code in the kernel: the argument, not the import
+        ("__import__('selfcheck.checks.lab9', fromlist=['_']).start_join(with_weather, 'a', 'b', 'n')", "with_weather"),
+    ],
+)
 def test_a_missing_answer_is_named_by_the_students_function(expr, name):
     from selfcheck.errors import NotWritten, answer_name
 
@@ -164,10 +172,15 @@ def test_a_name_only_an_example_cell_defines_is_told_apart():
     # grading skips example cells: an answer that leans on their names gets its own message
     from autograder.kernel import defined_in_demo
 
-    nb = new_notebook(cells=[
-        new_code_cell("%%time\nweather_topic = lab.fresh_topic('w', 3)\nimport numpy as np\ndef helper():\n    pass",
-                      metadata={"tags": ["demo"]}),
-        new_code_cell("mine = 1")])
+    nb = new_notebook(
+        cells=[
+            new_code_cell(
+                "%%time\nweather_topic = lab.fresh_topic('w', 3)\nimport numpy as np\ndef helper():\n    pass",
+                metadata={"tags": ["demo"]},
+            ),
+            new_code_cell("mine = 1"),
+        ]
+    )
     assert all(defined_in_demo(nb, name) for name in ("weather_topic", "np", "helper"))
     assert not any(defined_in_demo(nb, name) for name in ("mine", "lab", "numpy"))
 
@@ -196,7 +209,7 @@ def test_a_notebook_is_bounded_before_it_is_parsed(tmp_path):
         read(tmp_path / "big.ipynb")
     from autograder.pipeline import read_submission
 
-    given = Job("lab0", None, submission=big)     # nbgrader's preprocessor hands it over in memory
+    given = Job("lab0", None, submission=big)  # nbgrader's preprocessor hands it over in memory
     given.result = GradingResult("lab0", "x.ipynb")
     with pytest.raises(StudentError, match="larger than 8 MB"):
         read_submission(given)
@@ -225,4 +238,7 @@ def test_a_large_value_is_parsed_out_of_the_graders_memory(monkeypatch):
     monkeypatch.setattr(kernel, "PARSE_MEMORY_MB", 200)
     with pytest.raises(MemoryError):
         kernel.parse_value(text)
-    assert kernel.parse_value(repr(repr(("ok", {"a": (1.5, b"x", {3}, None)})))) == ("ok", {"a": (1.5, b"x", {3}, None)})
+    assert kernel.parse_value(repr(repr(("ok", {"a": (1.5, b"x", {3}, None)})))) == (
+        "ok",
+        {"a": (1.5, b"x", {3}, None)},
+    )

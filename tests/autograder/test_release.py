@@ -18,9 +18,21 @@ LABS = course_labs()
 @pytest.mark.parametrize("lab", LABS)
 def test_release_matches_what_nbgrader_generates(lab, tmp_path):
     nbgrader = Path(sys.executable).with_name("nbgrader")
-    out = subprocess.run([str(nbgrader), "generate_assignment", lab, "--no-db", "--force", "--log-level=WARN",
-                          f"--CourseDirectory.release_directory={tmp_path}"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            str(nbgrader),
+            "generate_assignment",
+            lab,
+            "--no-db",
+            "--force",
+            "--log-level=WARN",
+            f"--CourseDirectory.release_directory={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     fresh = sorted(p.relative_to(tmp_path / lab) for p in (tmp_path / lab).rglob("*") if p.is_file())
     committed = sorted(p.relative_to(RELEASE / lab) for p in (RELEASE / lab).rglob("*") if p.is_file())
@@ -28,8 +40,9 @@ def test_release_matches_what_nbgrader_generates(lab, tmp_path):
     for rel in fresh:
         a, b = (tmp_path / lab / rel), (RELEASE / lab / rel)
         if rel.suffix == ".ipynb":
-            assert json.loads(b.read_text()) == json.loads(a.read_text()), \
+            assert json.loads(b.read_text()) == json.loads(a.read_text()), (
                 f"labs/{lab}/{rel} drifted from solutions/; run `make release` (never edit labs/ by hand)"
+            )
         else:
             assert b.read_bytes() == a.read_bytes(), f"labs/{lab}/{rel} drifted; run `make release`"
 
@@ -61,8 +74,12 @@ def test_one_label_per_graded_part_everywhere(lab):
 
 
 def test_dataset_file_matches_the_pinned_package():
-    out = subprocess.run([sys.executable, str(ROOT / "datasets" / "make_datasets.py"), "--check"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "datasets" / "make_datasets.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
 
 

@@ -14,13 +14,29 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autograder.sandbox import (CGROUP_ROOT, GRADER_LEAF, Cgroups, Limits, Sandbox, available, bounds_off, exposed,
-                                give, hierarchy, method, new_uid, readable_by_all, runs_as_another_user, sweep)
+from autograder.sandbox import (
+    CGROUP_ROOT,
+    GRADER_LEAF,
+    Cgroups,
+    Limits,
+    Sandbox,
+    available,
+    bounds_off,
+    exposed,
+    give,
+    hierarchy,
+    method,
+    new_uid,
+    readable_by_all,
+    runs_as_another_user,
+    sweep,
+)
 from cluster.settings import ROOT
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=f"no sandbox here: {available()}")
-as_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
-                             reason="the user method needs root and setpriv")
+as_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"), reason="the user method needs root and setpriv"
+)
 
 ENV = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "LAB_NAMESPACE": "sandbox-test"}
 # The user method's processes run as another user: this Python may be out of its reach (pyenv's
@@ -45,7 +61,8 @@ def run(tmp_path: Path, code: str, limits: Limits = Limits(), timeout: float = 6
     cgroups = Cgroups(f"test-{os.getpid()}-{time.monotonic_ns()}", limits)
     try:
         proc = Sandbox(tmp_path, limits=limits, cgroups=cgroups).popen(
-            [sys.executable, "probe.py"], dict(ENV), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [sys.executable, "probe.py"], dict(ENV), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         out, err = proc.communicate(timeout=timeout)
     finally:
         cgroups.remove()
@@ -53,7 +70,9 @@ def run(tmp_path: Path, code: str, limits: Limits = Limits(), timeout: float = 6
 
 
 def test_the_filesystem_shows_the_course_code_read_only_and_nothing_of_the_grader(tmp_path):
-    out = run(tmp_path, f"""
+    out = run(
+        tmp_path,
+        f"""
         import os, pathlib
         root = pathlib.Path({str(ROOT)!r})
         print(sorted(os.listdir(root)))
@@ -66,17 +85,18 @@ def test_the_filesystem_shows_the_course_code_read_only_and_nothing_of_the_grade
         pathlib.Path("mine.txt").write_text("ok")          # its own folder is writable
         print("proc", sorted(p for p in os.listdir("/proc") if p.isdigit()))
         print("env", sorted(os.environ))
-    """)
+    """,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     visible = eval(lines[0])
     for hidden in ("solutions", ".cluster", ".grading-secret", "autograder", "staff", "tests"):
-        assert hidden not in visible, hidden        # the grader and the staff's tools are not there at all
+        assert hidden not in visible, hidden  # the grader and the staff's tools are not there at all
     assert {"cluster", "selfcheck", "datasets"} <= set(visible)
     assert [ln for ln in lines if ln.startswith("refused")] == ["refused Read-only file system"] * 3
     assert (tmp_path / "mine.txt").read_text() == "ok"
     pids = eval(lines[-2].split(" ", 1)[1])
-    assert len(pids) <= 3, f"the sandbox's /proc shows other processes: {pids}"   # init, the probe
+    assert len(pids) <= 3, f"the sandbox's /proc shows other processes: {pids}"  # init, the probe
     assert set(eval(lines[-1].split(" ", 1)[1])) <= set(ENV) | {"PWD", "LC_CTYPE"}
 
 
@@ -102,7 +122,9 @@ def test_a_double_forked_daemon_dies_with_the_sandbox(sandbox):
 
 
 def test_memory_processes_and_file_size_are_bounded(tmp_path):
-    out = run(tmp_path, """
+    out = run(
+        tmp_path,
+        """
         import os, subprocess
         try:
             bytearray(8 * 2**30)
@@ -121,7 +143,9 @@ def test_memory_processes_and_file_size_are_bounded(tmp_path):
                 f.write(b"x" * (3 * 2**20))
         except OSError as e:
             print("file:", e.strerror)
-    """, limits=Limits(memory_mb=2048, processes=40, file_mb=2))
+    """,
+        limits=Limits(memory_mb=2048, processes=40, file_mb=2),
+    )
     assert "memory: MemoryError" in out.stdout, out.stdout + out.stderr
     assert "processes:" in out.stdout and int(out.stdout.split("processes: ")[1].split()[0]) < 40
     assert "file: File too large" in out.stdout
@@ -130,7 +154,8 @@ def test_memory_processes_and_file_size_are_bounded(tmp_path):
 def test_freeze_stops_every_process_until_thawed(sandbox):
     tmp_path = Path(sandbox.workdir)
     counter = tmp_path / "count"
-    (tmp_path / "tick.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "tick.py").write_text(
+        textwrap.dedent(f"""
         import os, time
         if os.fork() == 0:          # a child ticks too: it must stop as well
             pass
@@ -141,7 +166,8 @@ def test_freeze_stops_every_process_until_thawed(sandbox):
                 f.write(str(n))
             os.replace(mine + ".tmp", mine)
             time.sleep(0.02)
-    """))
+    """)
+    )
     proc = sandbox.popen([sandbox.python, "tick.py"], dict(ENV))
     jail = sandbox.jail(proc.pid)
 
@@ -156,10 +182,10 @@ def test_freeze_stops_every_process_until_thawed(sandbox):
 
         assert jail.freeze(), "the sandbox could not be frozen"
         frozen = ticks()
-        time.sleep(0.5)   # a stopped process writes nothing, however long we look
+        time.sleep(0.5)  # a stopped process writes nothing, however long we look
         assert ticks() == frozen, "a process kept running while the sandbox was frozen"
         jail.thaw()
-        deadline = time.monotonic() + 15   # a busy machine may take a while to run them again
+        deadline = time.monotonic() + 15  # a busy machine may take a while to run them again
         while not all(ticks()[k] != v for k, v in frozen.items()):
             assert time.monotonic() < deadline, f"the sandbox did not resume within 15 s: {frozen} then {ticks()}"
             time.sleep(0.05)
@@ -169,7 +195,9 @@ def test_freeze_stops_every_process_until_thawed(sandbox):
 
 
 def test_the_kernel_cannot_reach_the_grader(tmp_path):
-    out = run(tmp_path, """
+    out = run(
+        tmp_path,
+        """
         import os, signal, sys
         print("parent", os.getppid())
         if os.getpid() > 10:   # not in a PID namespace of its own: never kill anything outside
@@ -181,17 +209,21 @@ def test_the_kernel_cannot_reach_the_grader(tmp_path):
                 except OSError:
                     pass
         print("still here")
-    """)
+    """,
+    )
     assert "still here" in out.stdout and out.stdout.startswith("parent 1")
 
 
 def test_the_sandbox_resolves_its_own_host_name(tmp_path):
     """A JVM (Spark's driver, lab 9) looks up its own host name when it starts, and dies if
     the name does not resolve: the sandbox's name is in its /etc/hosts."""
-    out = run(tmp_path, """
+    out = run(
+        tmp_path,
+        """
         import socket
         print(socket.gethostname(), socket.gethostbyname(socket.gethostname()))
-    """)
+    """,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["grading", "127.0.1.1"]
 
@@ -199,11 +231,12 @@ def test_the_sandbox_resolves_its_own_host_name(tmp_path):
 # --- the user method: an unprivileged user of its own (containers without namespaces) ---------
 @as_root
 def test_the_user_method_keeps_the_graders_files_and_processes_out_of_reach(user_sandbox, tmp_path):
-    private = Path(tempfile.mkdtemp(prefix="sandbox-test-grader-"))     # like the cluster's folder: 0700
+    private = Path(tempfile.mkdtemp(prefix="sandbox-test-grader-"))  # like the cluster's folder: 0700
     (private / "secrets.json").write_text("{}")
-    other = Path(tempfile.mkdtemp(prefix="sandbox-test-other-"))        # another grading's folder
+    other = Path(tempfile.mkdtemp(prefix="sandbox-test-other-"))  # another grading's folder
     give(other, new_uid())
-    (user_sandbox.workdir / "probe.py").write_text(textwrap.dedent(f"""
+    (user_sandbox.workdir / "probe.py").write_text(
+        textwrap.dedent(f"""
         import os, signal
         print("uid", os.getuid(), os.getgid(), os.getgroups())
         for path in ({str(private / "secrets.json")!r}, {str(other)!r}):
@@ -218,10 +251,12 @@ def test_the_user_method_keeps_the_graders_files_and_processes_out_of_reach(user
         except OSError as e:
             print("refused", e.strerror)
         open("mine.txt", "w").write("ok")
-    """))
+    """)
+    )
     try:
-        proc = user_sandbox.popen([user_sandbox.python, "probe.py"], dict(ENV), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+        proc = user_sandbox.popen(
+            [user_sandbox.python, "probe.py"], dict(ENV), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         out, err = proc.communicate(timeout=60)
     finally:
         shutil.rmtree(private), shutil.rmtree(other)
@@ -249,11 +284,11 @@ def test_whatever_runs_as_the_gradings_user_is_swept(user_sandbox):
     uid = user_sandbox.uid
     escaped = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "300"])
     deadline = time.monotonic() + 10
-    while psutil.Process(escaped.pid).uids().real != uid:   # setpriv has not switched yet
+    while psutil.Process(escaped.pid).uids().real != uid:  # setpriv has not switched yet
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert sweep(uid) == 1
-    escaped.wait(10)      # a sleep of 300 s has ended (killed, and reaped by the sweep)
+    escaped.wait(10)  # a sleep of 300 s has ended (killed, and reaped by the sweep)
     assert sweep(uid) == 0
 
 
@@ -270,9 +305,9 @@ def test_the_user_method_is_chosen_only_where_it_holds(monkeypatch, tmp_path):
     private.chmod(0o700), shared.chmod(0o755)
     found = exposed(shared) + exposed(private)
     assert shared in found and private not in found
-    assert (ROOT / "solutions") in found      # a checkout: the user method refuses to grade from it
+    assert (ROOT / "solutions") in found  # a checkout: the user method refuses to grade from it
     assert not readable_by_all(private) and not readable_by_all(private / "inside")
-    assert not readable_by_all(shared)        # it is open, but pytest's folder above it is not
+    assert not readable_by_all(shared)  # it is open, but pytest's folder above it is not
     open_to_all = Path(tempfile.mkdtemp())
     try:
         open_to_all.chmod(0o755)
@@ -329,10 +364,10 @@ def cgroup2():
 
 def test_the_cgroup_hierarchy_is_told_from_the_mounts(cgroup2, tmp_path):
     assert hierarchy(cgroup2) == "v2"
-    (tmp_path / "cgroup.controllers").write_text("memory pids\n")   # looks like v2, but is no cgroup2 mount
-    (tmp_path / "memory").mkdir()                                   # nor is this a v1 controller
+    (tmp_path / "cgroup.controllers").write_text("memory pids\n")  # looks like v2, but is no cgroup2 mount
+    (tmp_path / "memory").mkdir()  # nor is this a v1 controller
     assert hierarchy(tmp_path) is None
-    table = subprocess.run(["mount"], capture_output=True, text=True, check=True).stdout   # read another way
+    table = subprocess.run(["mount"], capture_output=True, text=True, check=True).stdout  # read another way
     v1 = any(f" on {CGROUP_ROOT}/{c} type cgroup " in table for c in ("memory", "pids"))
     v2 = f" on {CGROUP_ROOT} type cgroup2 " in table
     assert hierarchy() == ("v1" if v1 else "v2" if v2 else None)
@@ -341,8 +376,10 @@ def test_the_cgroup_hierarchy_is_told_from_the_mounts(cgroup2, tmp_path):
 def test_where_there_are_no_control_groups_staff_are_told_which_bounds_are_off(tmp_path):
     cgroups = Cgroups("nothing-here", Limits(), root=tmp_path)
     assert (cgroups.kind, cgroups.dirs, cgroups.prefix(), cgroups.missing()) == (None, [], [], ["memory", "pids"])
-    assert bounds_off(cgroups) == (f"whole-sandbox bounds off: memory, pids (no cgroup v1 controllers and no cgroup v2 "
-                                   f"hierarchy at {tmp_path}); per-process rlimits still apply")
+    assert bounds_off(cgroups) == (
+        f"whole-sandbox bounds off: memory, pids (no cgroup v1 controllers and no cgroup v2 "
+        f"hierarchy at {tmp_path}); per-process rlimits still apply"
+    )
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or hierarchy() != "v1", reason="needs root on a cgroup v1 machine")
@@ -374,16 +411,19 @@ def test_a_folder_named_like_a_v1_controller_is_not_taken_for_one(tmp_path, monk
     cgroups = Cgroups("g1", Limits(), root=tmp_path)
     assert (cgroups.dirs, cgroups.prefix(), cgroups.missing()) == ([], [], ["memory", "pids"])
     assert not (tmp_path / "pids" / "kafka-course").exists()
-    assert bounds_off(cgroups) == (f"whole-sandbox bounds off: memory, pids (no cgroup v1 pids controller at "
-                                   f"{tmp_path}/pids; no cgroup v1 memory controller at {tmp_path}/memory); "
-                                   "per-process rlimits still apply")
+    assert bounds_off(cgroups) == (
+        f"whole-sandbox bounds off: memory, pids (no cgroup v1 pids controller at "
+        f"{tmp_path}/pids; no cgroup v1 memory controller at {tmp_path}/memory); "
+        "per-process rlimits still apply"
+    )
+
 
 def test_on_cgroup_v2_a_grading_gets_a_group_under_the_configured_parent(cgroup2, tmp_path):
     parent = cgroup2 / f"kafka-course-test-{os.getpid()}"
     cgroups = Cgroups("g1", Limits(memory_mb=300, processes=30), root=cgroup2, parent=f"/{parent.name}")
     group = parent / "kafka-course-g1"
     try:
-        offered = (parent / "cgroup.controllers").read_text().split()   # here not memory nor pids: v1 has them
+        offered = (parent / "cgroup.controllers").read_text().split()  # here not memory nor pids: v1 has them
         assert (cgroups.kind, cgroups.dirs) == ("v2", [group])
         assert cgroups.missing() == [c for c in ("memory", "pids") if c not in offered]
         if "memory" in offered:
@@ -394,8 +434,9 @@ def test_on_cgroup_v2_a_grading_gets_a_group_under_the_configured_parent(cgroup2
             assert bounds_off(cgroups) == (
                 f"whole-sandbox bounds off: {', '.join(cgroups.missing())} (no {' or '.join(cgroups.missing())} "
                 f"controller in {parent}/cgroup.controllers (bound to cgroup v1, or not delegated)); per-process "
-                "rlimits still apply")
-        proc, inside = sandboxed_sleep(Sandbox(tmp_path, cgroups=cgroups))   # joined: one cgroup.procs on v2
+                "rlimits still apply"
+            )
+        proc, inside = sandboxed_sleep(Sandbox(tmp_path, cgroups=cgroups))  # joined: one cgroup.procs on v2
         try:
             assert set(inside) <= members(group)
             assert {own_v2_group(pid) for pid in inside} == {f"/{parent.name}/{group.name}"}
@@ -420,7 +461,7 @@ def test_on_cgroup_v2_the_graders_own_group_is_used_once_its_processes_moved_to_
         made.append(Cgroups("g1", Limits(), root=cgroup2))
         assert own_v2_group() == f"/{group.name}/{GRADER_LEAF}"
         assert members(group) == set()
-        made.append(Cgroups("g2", Limits(), root=cgroup2))   # beside the first, not under the leaf
+        made.append(Cgroups("g2", Limits(), root=cgroup2))  # beside the first, not under the leaf
         assert [c.dirs for c in made] == [[group / "kafka-course-g1"], [group / "kafka-course-g2"]]
         offered = (group / "cgroup.controllers").read_text().split()
         # on a v2 machine: both offered, and enabled only because the grader left the group
@@ -428,7 +469,7 @@ def test_on_cgroup_v2_the_graders_own_group_is_used_once_its_processes_moved_to_
     finally:
         (cgroup2 / before.lstrip("/") / "cgroup.procs").write_text(str(os.getpid()))
         for folder in sorted((p for p in group.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-            folder.rmdir()   # the deepest first: a group with groups in it cannot go
+            folder.rmdir()  # the deepest first: a group with groups in it cannot go
         group.rmdir()
 
 
@@ -436,25 +477,34 @@ def test_the_v2_limits_are_written_where_the_kernel_shows_the_controllers(tmp_pa
     """A folder laid out as a v2 kernel shows a delegated group once memory and pids are enabled
     for its children: this machine's v2 hierarchy has neither (v1 holds them), so the limits'
     writes are checked here; on a v2 machine the tests above check them against the kernel."""
-    monkeypatch.setattr("autograder.sandbox.hierarchy", lambda root: "v2")   # a folder is no cgroup2 mount
+    monkeypatch.setattr("autograder.sandbox.hierarchy", lambda root: "v2")  # a folder is no cgroup2 mount
     parent, group = tmp_path / "delegated", tmp_path / "delegated" / "kafka-course-g1"
     group.mkdir(parents=True)
-    for name, text in {"cgroup.controllers": "cpu memory pids\n", "cgroup.subtree_control": "\n",
-                       "cgroup.procs": "", "cgroup.type": "domain\n"}.items():
+    for name, text in {
+        "cgroup.controllers": "cpu memory pids\n",
+        "cgroup.subtree_control": "\n",
+        "cgroup.procs": "",
+        "cgroup.type": "domain\n",
+    }.items():
         (parent / name).write_text(text)
     for name in ("memory.max", "memory.swap.max", "pids.max", "cgroup.procs"):
         (group / name).write_text("max\n")
     cgroups = Cgroups("g1", Limits(memory_mb=300, processes=30), root=tmp_path, parent="/delegated")
-    assert {n: (group / n).read_text() for n in ("memory.max", "memory.swap.max", "pids.max")} == \
-        {"memory.max": str(300 * 2**20), "memory.swap.max": "0", "pids.max": "30"}
+    assert {n: (group / n).read_text() for n in ("memory.max", "memory.swap.max", "pids.max")} == {
+        "memory.max": str(300 * 2**20),
+        "memory.swap.max": "0",
+        "pids.max": "30",
+    }
     assert cgroups.missing() == [] and bounds_off(cgroups) == ""
-    assert cgroups.prefix()[-2:] == [str(group), "--"]    # the sandbox joins the one group
-    (parent / "cgroup.controllers").write_text("cpu memory\n")   # pids not delegated: memory still holds
+    assert cgroups.prefix()[-2:] == [str(group), "--"]  # the sandbox joins the one group
+    (parent / "cgroup.controllers").write_text("cpu memory\n")  # pids not delegated: memory still holds
     (group / "pids.max").unlink()
     again = Cgroups("g1", Limits(), root=tmp_path, parent="/delegated")
     assert again.missing() == ["pids"]
-    assert bounds_off(again) == (f"whole-sandbox bounds off: pids (no pids controller in {parent}/cgroup.controllers "
-                                 "(bound to cgroup v1, or not delegated)); per-process rlimits still apply")
+    assert bounds_off(again) == (
+        f"whole-sandbox bounds off: pids (no pids controller in {parent}/cgroup.controllers "
+        "(bound to cgroup v1, or not delegated)); per-process rlimits still apply"
+    )
 
 
 def test_without_a_writable_v2_group_a_systemd_scope_bounds_each_sandbox_where_systemd_runs(tmp_path, monkeypatch):
@@ -465,14 +515,16 @@ def test_without_a_writable_v2_group_a_systemd_scope_bounds_each_sandbox_where_s
     own = tmp_path / own_v2_group().lstrip("/")
     if not Path("/run/systemd/system").exists():
         assert (cgroups.prefix(), cgroups.missing()) == ([], ["memory", "pids"])
-        assert bounds_off(cgroups) == (f"whole-sandbox bounds off: memory, pids (no writable cgroup v2 subtree: the "
-                                       f"grader may not write its group {own}; no systemd here); per-process rlimits "
-                                       "still apply")
+        assert bounds_off(cgroups) == (
+            f"whole-sandbox bounds off: memory, pids (no writable cgroup v2 subtree: the "
+            f"grader may not write its group {own}; no systemd here); per-process rlimits "
+            "still apply"
+        )
         return
-    assert cgroups.missing() == [], bounds_off(cgroups)   # a systemd that cannot bound its scopes: staff should know
+    assert cgroups.missing() == [], bounds_off(cgroups)  # a systemd that cannot bound its scopes: staff should know
     proc, inside = sandboxed_sleep(Sandbox(tmp_path, limits=limits, cgroups=cgroups))
     try:
-        scope = CGROUP_ROOT / own_v2_group(proc.pid).lstrip("/")   # systemd-run moved itself there, then exec'd
+        scope = CGROUP_ROOT / own_v2_group(proc.pid).lstrip("/")  # systemd-run moved itself there, then exec'd
         assert scope.name.endswith(".scope")
         assert ((scope / "memory.max").read_text(), (scope / "pids.max").read_text()) == (f"{300 * 2**20}\n", "30\n")
     finally:
@@ -480,8 +532,9 @@ def test_without_a_writable_v2_group_a_systemd_scope_bounds_each_sandbox_where_s
         proc.wait(10)
 
 
-def run_in_v2_group(cgroup2: Path, tmp_path: Path, code: str, bounds: Limits,
-                    bound: str) -> subprocess.CompletedProcess:
+def run_in_v2_group(
+    cgroup2: Path, tmp_path: Path, code: str, bounds: Limits, bound: str
+) -> subprocess.CompletedProcess:
     """Run code in a sandbox whose rlimits are the defaults (so they cannot be what stops it),
     in a v2 group with these bounds; skip where the group cannot have the bound."""
     parent = cgroup2 / f"kafka-course-test-{os.getpid()}"
@@ -489,10 +542,13 @@ def run_in_v2_group(cgroup2: Path, tmp_path: Path, code: str, bounds: Limits,
     (tmp_path / "probe.py").write_text(textwrap.dedent(code))
     try:
         if bound in cgroups.missing():
-            pytest.skip(f"{bounds_off(cgroups)}: run this test as root on a cgroup v2 machine (Debian 12, "
-                        "Ubuntu 22.04+, Fedora)")
-        proc = Sandbox(tmp_path, cgroups=cgroups).popen([sys.executable, "probe.py"], dict(ENV), stdout=subprocess.PIPE,
-                                                        stderr=subprocess.PIPE, text=True)
+            pytest.skip(
+                f"{bounds_off(cgroups)}: run this test as root on a cgroup v2 machine (Debian 12, "
+                "Ubuntu 22.04+, Fedora)"
+            )
+        proc = Sandbox(tmp_path, cgroups=cgroups).popen(
+            [sys.executable, "probe.py"], dict(ENV), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         out, err = proc.communicate(timeout=120)
     finally:
         cgroups.remove()
@@ -501,7 +557,10 @@ def run_in_v2_group(cgroup2: Path, tmp_path: Path, code: str, bounds: Limits,
 
 
 def test_on_cgroup_v2_the_group_bounds_the_sandboxs_processes(cgroup2, tmp_path):
-    out = run_in_v2_group(cgroup2, tmp_path, """
+    out = run_in_v2_group(
+        cgroup2,
+        tmp_path,
+        """
         import subprocess
         children = []
         try:
@@ -511,13 +570,19 @@ def test_on_cgroup_v2_the_group_bounds_the_sandboxs_processes(cgroup2, tmp_path)
             print("processes:", len(children), type(e).__name__)
         for c in children:
             c.kill()
-    """, Limits(processes=20), "pids")
+    """,
+        Limits(processes=20),
+        "pids",
+    )
     assert "processes:" in out.stdout, out.stdout + out.stderr
     assert int(out.stdout.split("processes: ")[1].split()[0]) < 20
 
 
 def test_on_cgroup_v2_the_group_bounds_the_sandboxs_memory(cgroup2, tmp_path):
-    out = run_in_v2_group(cgroup2, tmp_path, """
+    out = run_in_v2_group(
+        cgroup2,
+        tmp_path,
+        """
         import subprocess, sys, time
         hogs = [subprocess.Popen([sys.executable, "-c", "import time; b = b'x' * (128 * 2**20); time.sleep(30)"])
                 for _ in range(3)]   # 128 MB each, under the rlimit; 384 MB together, over the group's 256
@@ -525,6 +590,9 @@ def test_on_cgroup_v2_the_group_bounds_the_sandboxs_memory(cgroup2, tmp_path):
         print("alive:", sum(h.poll() is None for h in hogs))
         for h in hogs:
             h.kill()
-    """, Limits(memory_mb=256), "memory")
+    """,
+        Limits(memory_mb=256),
+        "memory",
+    )
     # the kernel's OOM killer took a hog (or the probe itself): never all three alive
     assert "alive: 3" not in out.stdout and ("alive:" in out.stdout or out.returncode != 0), out.stdout + out.stderr

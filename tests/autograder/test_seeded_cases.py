@@ -60,8 +60,17 @@ def test_every_latency_sample_takes_any_usual_percentile_and_rejects_max_and_mea
         lo, hi = acceptable(sample, q)
         return lo - 1e-9 <= value <= hi + 1e-9
 
-    methods = ("linear", "lower", "higher", "nearest", "midpoint", "inverted_cdf", "hazen", "weibull",
-               "median_unbiased")
+    methods = (
+        "linear",
+        "lower",
+        "higher",
+        "nearest",
+        "midpoint",
+        "inverted_cdf",
+        "hazen",
+        "weibull",
+        "median_unbiased",
+    )
     for seed in range(1000):
         sample = latency_sample(SimpleNamespace(rng=random.Random(seed)))
         assert not within(max(sample), sample, 99), f"seed {seed}: max() passes as p99"
@@ -85,10 +94,10 @@ def test_lab9_reads_timestamps_as_utc_whatever_the_machines_time_zone(monkeypatc
     time.tzset()
     try:
         collected = datetime.fromtimestamp(datetime(2013, 1, 1, 10, tzinfo=UTC).timestamp())
-        assert str(collected) == "2013-01-01 15:30:00"                    # what collect() gives there
+        assert str(collected) == "2013-01-01 15:30:00"  # what collect() gives there
         assert utc_text(collected, naive_is_local=True) == "2013-01-01 10:00:00"
-        assert utc_text(datetime(2013, 1, 1, 10), naive_is_local=False) == "2013-01-01 10:00:00"   # pyarrow, INT96
-        assert utc_text(datetime(2013, 1, 1, 10, tzinfo=UTC), False) == "2013-01-01 10:00:00"   # MICROS
+        assert utc_text(datetime(2013, 1, 1, 10), naive_is_local=False) == "2013-01-01 10:00:00"  # pyarrow, INT96
+        assert utc_text(datetime(2013, 1, 1, 10, tzinfo=UTC), False) == "2013-01-01 10:00:00"  # MICROS
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
@@ -106,11 +115,14 @@ def test_lab9_reads_a_partitioned_output_as_spark_does(tmp_path):
     out = tmp_path / "hourly"
     (out / "origin=JFK").mkdir(parents=True)
     (out / "_spark_metadata").mkdir()
-    pq.write_table(pa.table({"hour": ["2013-01-01 10:00:00"], "flights": [3], "avg_delay": [4.0]}),
-                   out / "origin=JFK" / "part-0.parquet")
+    pq.write_table(
+        pa.table({"hour": ["2013-01-01 10:00:00"], "flights": [3], "avg_delay": [4.0]}),
+        out / "origin=JFK" / "part-0.parquet",
+    )
     (out / "_spark_metadata" / "0").write_text(
         'v1\n{"path":"file:///elsewhere/hourly/origin=JFK/part-0.parquet","action":"add"}\n'
-        '{"path":"file:///elsewhere/hourly/../../etc/passwd","action":"add"}\n')
+        '{"path":"file:///elsewhere/hourly/../../etc/passwd","action":"add"}\n'
+    )
     assert committed_files(out) == [out / "origin=JFK" / "part-0.parquet"]
     assert partition_values(out, out / "origin=JFK" / "part-0.parquet") == {"origin": "JFK"}
     assert inside(out, "file:/x/hourly/part-1.parquet").as_posix() == "part-1.parquet"
@@ -177,8 +189,12 @@ def test_lab1_q6_measures_until_the_place_of_batched_sends_is_clear():
 
         def way(name, pause):
             return (lambda: time.sleep(pause), 5, lambda: rounds.__setitem__(name, rounds[name] + 1))
-        return {"rpc": way("rpc", 0.002), "kafka one by one": way("kafka one by one", 0.002),
-                BATCHED: way(BATCHED, batched_pause)}, rounds
+
+        return {
+            "rpc": way("rpc", 0.002),
+            "kafka one by one": way("kafka one by one", 0.002),
+            BATCHED: way(BATCHED, batched_pause),
+        }, rounds
 
     clear, rounds = ways(0.0)
     best = best_rates(clear, decided=batched_clearly_first)
@@ -210,7 +226,7 @@ def test_lab3_q1s_cases_tell_a_forgotten_sign_mask_and_pythons_hash():
     for seed in range(300):
         cases = partition_cases(ctx_of(seed))
         assert len(cases) == 8
-        assert any(murmur2(k) % n != java_partition(k, n) for k, n in cases), seed      # no & 0x7fffffff
+        assert any(murmur2(k) % n != java_partition(k, n) for k, n in cases), seed  # no & 0x7fffffff
         assert sum(murmur2(k) % n != java_partition(k, n) for k, n in cases) >= 2, seed
 
 
@@ -218,7 +234,7 @@ def test_lab9s_own_flights_have_distinct_ids_and_left_out_reports_leave_flights_
     from selfcheck.checks.lab9 import WINDOW, graders_flights, graders_weather, held_back, hour_of, iso, when
     from cluster.lab import weather
 
-    for seed in [780, 1242, 0, 1]:     # the first two once left no report of the hour to hold back in q5
+    for seed in [780, 1242, 0, 1]:  # the first two once left no report of the hour to hold back in q5
         ctx = ctx_of(seed)
         events = graders_flights(ctx)
         ids = [e["id"] for e in events]
@@ -247,13 +263,13 @@ def test_lab9s_late_flights_are_one_in_a_written_hour_and_one_older_than_the_wat
         ctx = ctx_of(seed)
         events = graders_flights(ctx)
         middle = when(events[len(events) // 2])
-        for minutes in range(0, 6 * 60, 13):                    # wherever the micro-batches left the watermark
+        for minutes in range(0, 6 * 60, 13):  # wherever the micro-batches left the watermark
             watermark = middle - timedelta(minutes=minutes)
-            for behind in (0, 1, 30, 59, 60, 61, 125):          # the last micro-batch's watermark, behind it
+            for behind in (0, 1, 30, 59, 60, 61, 125):  # the last micro-batch's watermark, behind it
                 written = watermark - timedelta(minutes=behind)
                 dropped, counted = late_events(ctx, written, watermark, events[0]["id"][:10])
-                assert hour_of(when(dropped)) + WINDOW <= written, (seed, minutes, behind)     # a written hour
-                assert hour_of(when(counted)) + WINDOW > watermark, (seed, minutes, behind)    # an open hour
+                assert hour_of(when(dropped)) + WINDOW <= written, (seed, minutes, behind)  # a written hour
+                assert hour_of(when(counted)) + WINDOW > watermark, (seed, minutes, behind)  # an open hour
                 assert when(dropped) < when(counted) <= watermark, (seed, minutes, behind)
                 assert when(counted) < watermark or watermark == hour_of(watermark), (seed, minutes, behind)
                 assert dropped["origin"] == counted["origin"], (seed, minutes, behind)
@@ -262,6 +278,7 @@ def test_lab9s_late_flights_are_one_in_a_written_hour_and_one_older_than_the_wat
 def test_lab2_means_on_a_half_cent_take_either_rounding_and_nothing_further():
     # CI once saw the grader's round() give 119.47 and a pandas mean of the same flights 119.48.
     from selfcheck.checks.lab2 import mean_delays, same_delays, shown
+
     flights = [{"origin": "JFK", "dep_delay": d} for d in (119, 120, 119, 120, 119, 120, 120, 119)]
     flights[0]["dep_delay"] = 118.8  # the mean is 119.475 exactly, whose float lies below it
     exact = mean_delays(flights)

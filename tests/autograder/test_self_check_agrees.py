@@ -12,10 +12,16 @@ from staff.selftest import grade_corpus, labs, verdict
 
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.slow]
 
-CASES = [("lab1", "consume-counts-from-memory"), ("lab2", "location-copied-from-a-printout"),
-         ("lab3", "partitions-copied-from-the-printout"), ("lab4", "count-written-down-and-bookmarked"),
-         ("lab5", "alerts-over-sixty"), ("lab6", "rebuild-from-the-dataset"),
-         ("lab7", "producer-acks-without-sending"), ("lab8", "acks-changed-after-construction")]
+CASES = [
+    ("lab1", "consume-counts-from-memory"),
+    ("lab2", "location-copied-from-a-printout"),
+    ("lab3", "partitions-copied-from-the-printout"),
+    ("lab4", "count-written-down-and-bookmarked"),
+    ("lab5", "alerts-over-sixty"),
+    ("lab6", "rebuild-from-the-dataset"),
+    ("lab7", "producer-acks-without-sending"),
+    ("lab8", "acks-changed-after-construction"),
+]
 assert {lab for lab, _ in CASES} == {lab for lab in labs() if not heavy(lab)}, "one case per lab"
 
 

@@ -19,19 +19,29 @@ from autograder.pipeline import RELEASE, SOLUTIONS, course_labs
 # lab 9's notebook runs Spark for minutes, lab 10's a Connect worker: the `heavy` layer (make test-heavy)
 LABS = [pytest.param(lab, marks=pytest.mark.heavy) if heavy(lab) else lab for lab in course_labs()]
 
+
 def fuller_batches(text: str) -> bool:
     """Lab 8: waiting 20 ms with 128 KiB batches makes requests clearly fuller than the defaults
     (measured 417 against 147 records a request on a busy CI machine, ~3x; quiet, more)."""
     rows = dict(re.findall(r"^(defaults|\{'linger_ms': 20, 'batch_size': 131072\}) +[\d,]+ +([\d,]+) ", text, re.M))
     per_request = {k: float(v.replace(",", "")) for k, v in rows.items()}
-    return len(per_request) == 2 and per_request["{'linger_ms': 20, 'batch_size': 131072}"] >= 1.5 * per_request["defaults"]
+    return (
+        len(per_request) == 2
+        and per_request["{'linger_ms': 20, 'batch_size': 131072}"] >= 1.5 * per_request["defaults"]
+    )
 
 
 def java_tail_is_queueing(text: str) -> bool:
     """Lab 8: the Java perf test flat out with its defaults has a p99 of seconds (records queue in
     its buffer, as the text explains), and 1 MiB batches empty that queue into a shorter tail."""
-    p99 = dict(re.findall(r"^(Java, defaults|Java, 1 MiB batches, linger 20) +[\d,]+ records/s +p99 (\d+) ms", text, re.M))
-    return len(p99) == 2 and int(p99["Java, defaults"]) >= 1000 and int(p99["Java, 1 MiB batches, linger 20"]) < int(p99["Java, defaults"])
+    p99 = dict(
+        re.findall(r"^(Java, defaults|Java, 1 MiB batches, linger 20) +[\d,]+ records/s +p99 (\d+) ms", text, re.M)
+    )
+    return (
+        len(p99) == 2
+        and int(p99["Java, defaults"]) >= 1000
+        and int(p99["Java, 1 MiB batches, linger 20"]) < int(p99["Java, defaults"])
+    )
 
 
 def cli_lag_is_lags(text: str) -> bool:
@@ -40,8 +50,11 @@ def cli_lag_is_lags(text: str) -> bool:
 
     rows = re.findall(r"^\S+\.slow +\S+\.lag-demo +(\d+) +(\d+) +(\d+) +(\d+) ", text, re.M)
     ours = re.search(r"^lag\(\): (\{.*\})$", text, re.M)
-    return bool(rows and ours) and {int(p): int(lag) for p, _, _, lag in rows} == ast.literal_eval(ours.group(1)) \
+    return (
+        bool(rows and ours)
+        and {int(p): int(lag) for p, _, _, lag in rows} == ast.literal_eval(ours.group(1))
         and all(int(end) - int(cur) == int(lag) for _, cur, end, lag in rows)
+    )
 
 
 def spark_says_nothing_to_ignore(text: str) -> bool:
@@ -60,15 +73,15 @@ def avro_smaller(text: str) -> bool:
 # function of the printed text for a lesson that compares two figures).
 LESSONS = {
     "lab1": [
-        r"send\(\) < RPC round trip < end to end: True",       # enqueueing is not delivering
+        r"send\(\) < RPC round trip < end to end: True",  # enqueueing is not delivering
         r"measured order: \['kafka batched', 'rpc', 'kafka one by one'\]",
-        r"RPC call:   UNAVAILABLE",                               # the server is gone, the call fails
-        r"Kafka send: stored at offset \d+",                     # the send still lands
+        r"RPC call:   UNAVAILABLE",  # the server is gone, the call fails
+        r"Kafka send: stored at offset \d+",  # the send still lands
     ],
     "lab3": [
         r"all predictions right: True",
-        r"busiest: partition 0 with 52% of the messages",                 # the hot key's partition
-        r"busiest partition of routed_topic: (1\d|2\d|30)% of the messages",   # spread by plane
+        r"busiest: partition 0 with 52% of the messages",  # the hot key's partition
+        r"busiest partition of routed_topic: (1\d|2\d|30)% of the messages",  # spread by plane
         r"its flights in order: True \| other planes' events in between: True",
     ],
     "lab2": [
@@ -79,15 +92,15 @@ LESSONS = {
     ],
     "lab4": [
         cli_lag_is_lags,
-        r"a left cleanly:  after\s+[0-2]\.\d s \{'[bc]': \[[\d, ]+\], '[bc]': \[[\d, ]+\]\}",   # close() leaves at once
-        r"b crashed:\s+after\s+([5-9]|1\d)\.\d s \{'c': \[0, 1, 2, 3\]\}",   # after the 6 s session timeout
+        r"a left cleanly:  after\s+[0-2]\.\d s \{'[bc]': \[[\d, ]+\], '[bc]': \[[\d, ]+\]\}",  # close() leaves at once
+        r"b crashed:\s+after\s+([5-9]|1\d)\.\d s \{'c': \[0, 1, 2, 3\]\}",  # after the 6 s session timeout
     ],
     "lab6": [
-        r"base offset  +0: +1,0\d\d,\d{3} bytes of records",                       # 1 MiB segments, named by base offset
+        r"base offset  +0: +1,0\d\d,\d{3} bytes of records",  # 1 MiB segments, named by base offset
         r"segments left: \[(\d+), \d+\] \| \(log start, end\): \{0: \(\1, 8420\)\}",  # a whole segment went
-        r"auto_offset_reset='earliest': committed 100, reads first offset [1-9]\d{3}\n",   # it skips to the log start
+        r"auto_offset_reset='earliest': committed 100, reads first offset [1-9]\d{3}\n",  # it skips to the log start
         r"auto_offset_reset='latest': committed 100, reads first nothing: it waits at the end, offset 8420",
-        r"\bweek: records kept +0, \(log start, end\) offsets = \(842, 842\)",            # 2013 times, a week's retention
+        r"\bweek: records kept +0, \(log start, end\) offsets = \(842, 842\)",  # 2013 times, a week's retention
         r"append-time: records kept 842",
         r"forever: records kept 842",
         r"week-plus-now: records kept +1, \(log start, end\) offsets = \(842, 843\)",
@@ -98,7 +111,7 @@ LESSONS = {
         r"\$ kafka-configs\.sh --describe [^\n]+\nDynamic configs for topic \S+ are:\n  retention\.ms=86400000 ",
     ],
     "lab7": [
-        r"killed broker \d: partition 0 had a new leader, broker \d, after ([2-9]|1\d)\.\d s",   # the 3 s session timeout
+        r"killed broker \d: partition 0 had a new leader, broker \d, after ([2-9]|1\d)\.\d s",  # the 3 s session timeout
         r"stopped broker \d cleanly: partition 1 had a new leader, broker \d, after [0-4]\.\d s",  # handed over first
         r"killed the active controller \d: controller \d took over after \d+\.\d s",
         # no quorum: the broker killed last is never fenced
@@ -109,67 +122,89 @@ LESSONS = {
         r"fragile  acks=1   min.insync.replicas=1: acknowledged 100, the topic holds 50, lost 50 acknowledged",
         r"careful  acks=all min.insync.replicas=2: acknowledged 50, the topic holds 50, lost 0 acknowledged",
         r"the acks=1 run kept 50 of its 100 acknowledged records; you predicted 50",
-        r"predicted_kept: right, the demo showed the same",      # lab7-q3's feedback
+        r"predicted_kept: right, the demo showed the same",  # lab7-q3's feedback
     ],
     "lab8": [
-        r"asynchronous: [\d,]+ records/s = ([2-9]\d|\d{3,})x the synchronous loop",      # not waiting: 20x or more
-        fuller_batches,                                                                # lingering fills requests
-        r"gzip +[\d,]+ +(1\d|[5-9])% ", r"zstd +[\d,]+ +(1\d|[5-9])% ",              # JSON shrinks to ~1/8
-        r"snappy +[\d,]+ +[1-3]\d% ", r"lz4 +[\d,]+ +[1-3]\d% ",
-        r"gzip, one record a batch +[\d,]+ +[5-9]\d% ",                                # batches of one barely shrink
-        r"\[0\.\d, 5\.\d, 60\.\d\] s",                                                 # ages from timestamps
-        r"linger_ms=100: p50 +([4-9]\d|1\d\d)\.\d ms",                                    # a lone record waits
+        r"asynchronous: [\d,]+ records/s = ([2-9]\d|\d{3,})x the synchronous loop",  # not waiting: 20x or more
+        fuller_batches,  # lingering fills requests
+        r"gzip +[\d,]+ +(1\d|[5-9])% ",
+        r"zstd +[\d,]+ +(1\d|[5-9])% ",  # JSON shrinks to ~1/8
+        r"snappy +[\d,]+ +[1-3]\d% ",
+        r"lz4 +[\d,]+ +[1-3]\d% ",
+        r"gzip, one record a batch +[\d,]+ +[5-9]\d% ",  # batches of one barely shrink
+        r"\[0\.\d, 5\.\d, 60\.\d\] s",  # ages from timestamps
+        r"linger_ms=100: p50 +([4-9]\d|1\d\d)\.\d ms",  # a lone record waits
         r"fetch_max_wait_ms=300: p50 +([1-3]\d\d)\.\d ms",
-        r"acks=0 sent [01]\.\d\dx as fast as acks='all'",                                 # acks changes little here
+        r"acks=0 sent [01]\.\d\dx as fast as acks='all'",  # acks changes little here
         java_tail_is_queueing,
-        r"Java, 1 MiB batches +[\d,]+ records/s +yours is 0\.\d\d of it",               # the clients' ceiling
+        r"Java, 1 MiB batches +[\d,]+ records/s +yours is 0\.\d\d of it",  # the clients' ceiling
         r"librdkafka +[\d,]+ records/s +yours is 0\.\d\d of it",
-        r"10000-byte records: +[\d,]+ records/s = +[1-9]\d+\.\d MB/s",                   # more bytes per second
-        r"lab8-q1 passed", r"lab8-q2 passed", r"lab8-q3 passed", r"lab8-q4 passed",
-        r"deleted \d+ topics, (\d+) partitions \(each on 3 brokers\)",                   # the cluster's space back
+        r"10000-byte records: +[\d,]+ records/s = +[1-9]\d+\.\d MB/s",  # more bytes per second
+        r"lab8-q1 passed",
+        r"lab8-q2 passed",
+        r"lab8-q3 passed",
+        r"lab8-q4 passed",
+        r"deleted \d+ topics, (\d+) partitions \(each on 3 brokers\)",  # the cluster's space back
     ],
     "lab9": [
-        r"tumbling windows hold 838 flights; sliding windows hold 3352 = 4 x 838",     # each flight in 4 windows
-        r"hours written: 55 of 56 \| every one equal to the nightly job's: True",      # the last hour still open
+        r"tumbling windows hold 838 flights; sliding windows hold 3352 = 4 x 838",  # each flight in 4 windows
+        r"hours written: 55 of 56 \| every one equal to the nightly job's: True",  # the last hour still open
         r"late flight in a closed hour counted: False \| late flight in the open hour counted: True "
         r"\| you predicted: \{'closed': False, 'open': True\}",
-        r"predicted_counted: right, the demo showed the same",                       # lab9-q3's feedback
+        r"predicted_counted: right, the demo showed the same",  # lab9-q3's feedback
         r"hours written once each: True",
         spark_says_nothing_to_ignore,
-        r"Spark UI: http://[\d.]+:40\d\d\n",                                          # from the first cell
+        r"Spark UI: http://[\d.]+:40\d\d\n",  # from the first cell
         r"waves per airport: \{'EWR': \d+, 'JFK': \d+, 'LGA': \d+\}; from 10 to \d{3} minutes long",  # sessions
         r"not run: set TRY_STANDALONE = True",
-        r"run 1: exit 0", r"run 2: exit 0", r"hours written: \d+ \| once each: True",
+        r"run 1: exit 0",
+        r"run 2: exit 0",
+        r"hours written: \d+ \| once each: True",
         avro_smaller,
-        r"lab9-q1 passed", r"lab9-q2 passed", r"lab9-q3 passed", r"lab9-q4 passed",
-        r"(\d+) alerts for \1 flights two hours late or more",                        # the Kafka sink
-        r"810 of 838 flights met their hour's report; 28 left out",                    # an inner join of two streams
+        r"lab9-q1 passed",
+        r"lab9-q2 passed",
+        r"lab9-q3 passed",
+        r"lab9-q4 passed",
+        r"(\d+) alerts for \1 flights two hours late or more",  # the Kafka sink
+        r"810 of 838 flights met their hour's report; 28 left out",  # an inner join of two streams
         r"rows kept in the join's state at the end: \d\d? with watermarks, (\d+) without \(every flight "
-        r"and report so far: \1\)",                                                    # bounded vs unbounded state
-        r"lab9-q5 passed", r"lab9-q6 passed",
-        r"micro-batch 2 written twice; table rows: 56 \| equal to the batch job's: True",   # an idempotent upsert
-        r"default trigger: 191 flights replayed; median [0-4]\.\d\d s",                    # fresh within 5 s
+        r"and report so far: \1\)",  # bounded vs unbounded state
+        r"lab9-q5 passed",
+        r"lab9-q6 passed",
+        r"micro-batch 2 written twice; table rows: 56 \| equal to the batch job's: True",  # an idempotent upsert
+        r"default trigger: 191 flights replayed; median [0-4]\.\d\d s",  # fresh within 5 s
         r"processingTime 1 s: 191 flights replayed; median [0-4]\.\d\d s",
     ],
     "lab10": [
-        r"after: the consumer crashes: unsupported operand",                       # JSON: nothing checked
-        r"json +128,454 +100% ", r"avro +52,408 +41% ", r"protobuf +61,129 +48% ",  # values only, then numbers
-        r"427 of 838 flights left early; their dep_delay as protobuf int32 takes 10 bytes",   # varints and negatives
-        r"sint32: 57,318; Avro: 52,408", r"sint32 closes 44% of the gap to Avro",               # the rest is tags
-        r"add gate with a default +full\n", r"add gate without a default +forward\n",
-        r"remove tailnum \(it has a default\) +full\n", r"remove dest \(no default\) +backward\n",
-        r"dep_delay int to long +backward\n", r"rename dep_delay to delay_min +none\n",
-        r"the same, with an alias +backward\n", r"dep_delay int to string +none\n",
+        r"after: the consumer crashes: unsupported operand",  # JSON: nothing checked
+        r"json +128,454 +100% ",
+        r"avro +52,408 +41% ",
+        r"protobuf +61,129 +48% ",  # values only, then numbers
+        r"427 of 838 flights left early; their dep_delay as protobuf int32 takes 10 bytes",  # varints and negatives
+        r"sint32: 57,318; Avro: 52,408",
+        r"sint32 closes 44% of the gap to Avro",  # the rest is tags
+        r"add gate with a default +full\n",
+        r"add gate without a default +forward\n",
+        r"remove tailnum \(it has a default\) +full\n",
+        r"remove dest \(no default\) +backward\n",
+        r"dep_delay int to long +backward\n",
+        r"rename dep_delay to delay_min +none\n",
+        r"the same, with an alias +backward\n",
+        r"dep_delay int to string +none\n",
         r"you predicted: \{'gate without a default': 'forward', 'int to long': 'backward'\}",
-        r"predicted_compatibility: right, the demo showed the same",                 # lab10-q2's feedback
-        r"read without an error; dep_delay is '' - the delay of 2 is gone",     # protobuf: silent loss
-        r"version 1: 1 \| again: 1\n", r"version 2 \(a gate, with a default\): 2\n",
+        r"predicted_compatibility: right, the demo showed the same",  # lab10-q2's feedback
+        r"read without an error; dep_delay is '' - the delay of 2 is gone",  # protobuf: silent loss
+        r"version 1: 1 \| again: 1\n",
+        r"version 2 \(a gate, with a default\): 2\n",
         r"refused: flights-value: this version cannot read data written with version 2",
         r"wire format: b'\\x00\\x00\\x00\\x00\\x02' then \d+ bytes of Avro",
-        r"838 of 838 lines copied through \S+\n",                                  # Connect: no code of yours
+        r"838 of 838 lines copied through \S+\n",  # Connect: no code of yours
         r"the source's offsets: \[\{'partition': \{'filename': '[^']+'\}, 'offset': \{'position': (\d+)\}\}\] "
-        r"\| the file's size: \1\n",                                                # a byte position
-        r"lab10-q1 passed", r"lab10-q2 passed", r"lab10-q3 passed", r"lab10-q4 passed",
+        r"\| the file's size: \1\n",  # a byte position
+        r"lab10-q1 passed",
+        r"lab10-q2 passed",
+        r"lab10-q3 passed",
+        r"lab10-q4 passed",
     ],
     "lab5": [
         r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",
@@ -186,8 +221,15 @@ LESSONS = {
 def is_setup(cell) -> bool:
     """A cell of the course's that prepares state: the lab's set-up, or one that makes topics or groups."""
     meta = cell.metadata.get("nbgrader", {})
-    return (cell.cell_type == "code" and "grade_id" in meta and not meta.get("grade")
-            and (meta["grade_id"].endswith("-setup") or re.search(r"fresh_topic\(|fresh_group\(|create_topics\(", cell.source)))
+    return (
+        cell.cell_type == "code"
+        and "grade_id" in meta
+        and not meta.get("grade")
+        and (
+            meta["grade_id"].endswith("-setup")
+            or re.search(r"fresh_topic\(|fresh_group\(|create_topics\(", cell.source)
+        )
+    )
 
 
 def printed(cell) -> str:
@@ -209,13 +251,16 @@ def test_solution_runs_top_to_bottom(cluster, lab, tmp_path, monkeypatch):
         for index, cell in enumerate(nb.cells):
             # raises CellExecutionError, naming the cell, on any error
             client.execute_cell(cell, index)
-            if is_setup(cell):   # students run set-up cells again; the second run must work as well
+            if is_setup(cell):  # students run set-up cells again; the second run must work as well
                 client.execute_cell(cell, index)
                 twice.append(cell.metadata["nbgrader"]["grade_id"])
     assert any(t.endswith("-setup") for t in twice), f"{lab}'s set-up cell ran twice"
     demos = [c for c in nb.cells if "demo" in c.metadata.get("tags", [])]
     assert all(c.outputs for c in demos), "every demo cell shows something"
     text = "\n".join(printed(c) for c in nb.cells if c.cell_type == "code")
-    missing = [getattr(lesson, "__name__", lesson) for lesson in LESSONS.get(lab, [])
-               if not (lesson(text) if callable(lesson) else re.search(lesson, text))]
+    missing = [
+        getattr(lesson, "__name__", lesson)
+        for lesson in LESSONS.get(lab, [])
+        if not (lesson(text) if callable(lesson) else re.search(lesson, text))
+    ]
     assert not missing, f"the demos did not print {missing}; they printed:\n{text[-6000:]}"

@@ -14,8 +14,17 @@ import uuid
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import (ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, NewPartitions, NewTopic,
-                         ResourcePattern, ResourceType, UserScramCredentialUpsertion)
+from kafka.admin import (
+    ACL,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    NewPartitions,
+    NewTopic,
+    ResourcePattern,
+    ResourceType,
+    UserScramCredentialUpsertion,
+)
 from kafka.errors import CoordinatorNotAvailableError
 from kafka.structs import OffsetAndMetadata
 
@@ -63,7 +72,7 @@ def classmate(cluster):
     for i in range(3):
         producer.send(topic, b"secret %d" % i, partition=0)
     producer.close()
-    deadline = time.monotonic() + 60   # a new cluster makes its offsets topic on first use
+    deadline = time.monotonic() + 60  # a new cluster makes its offsets topic on first use
     while True:
         try:
             root.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)})
@@ -91,8 +100,9 @@ def test_my_namespace_is_mine_to_use(me, mine, my_topic):
     producer = KafkaProducer(**me, acks="all", enable_idempotence=True)
     producer.send(my_topic, b"hello").get(30)
     producer.close()
-    consumer = KafkaConsumer(my_topic, **me, group_id=f"{namespace()}.readers", auto_offset_reset="earliest",
-                             consumer_timeout_ms=10_000)
+    consumer = KafkaConsumer(
+        my_topic, **me, group_id=f"{namespace()}.readers", auto_offset_reset="earliest", consumer_timeout_ms=10_000
+    )
     assert [m.value for m in consumer] == [b"hello"]
     consumer.commit()
     consumer.close()
@@ -110,10 +120,16 @@ def test_every_cluster_level_operation_is_refused(mine, my_topic):
 
     def broker_setting(resource_name):
         # The raw request: kafka-python's alter_configs would refuse first, on the client side.
-        res = Alter.AlterConfigsResource(resource_type=4, resource_name=resource_name, configs=[
-            Alter.AlterConfigsResource.AlterableConfig(name="log.cleaner.dedupe.buffer.size", config_operation=0,
-                                                       value=str(2**30))])
-        node = {"node_id": int(resource_name)} if resource_name else {}   # a broker's own setting goes to it
+        res = Alter.AlterConfigsResource(
+            resource_type=4,
+            resource_name=resource_name,
+            configs=[
+                Alter.AlterConfigsResource.AlterableConfig(
+                    name="log.cleaner.dedupe.buffer.size", config_operation=0, value=str(2**30)
+                )
+            ],
+        )
+        node = {"node_id": int(resource_name)} if resource_name else {}  # a broker's own setting goes to it
         response = mine._manager.run(lambda: mine._manager.send(Alter(resources=[res], validate_only=False), **node))
         return [(r.error_code, r.error_message) for r in response.responses]
 
@@ -123,10 +139,12 @@ def test_every_cluster_level_operation_is_refused(mine, my_topic):
         "every broker's settings": lambda: broker_setting(""),
         "leader election": lambda: mine.elect_leaders(0, [TopicPartition(my_topic, 0)]),
         "partition reassignment": lambda: mine.alter_partition_reassignments({TopicPartition(my_topic, 0): [1, 2, 3]}),
-        "ACLs": lambda: mine.create_acls([ACL(f"User:{namespace()}", "*", ACLOperation.ALL,
-                                              ACLPermissionType.ALLOW, any_acl)]),
+        "ACLs": lambda: mine.create_acls(
+            [ACL(f"User:{namespace()}", "*", ACLOperation.ALL, ACLPermissionType.ALLOW, any_acl)]
+        ),
         "passwords": lambda: mine.alter_user_scram_credentials(
-            [UserScramCredentialUpsertion("mallory", "SCRAM-SHA-512", "pw")]),
+            [UserScramCredentialUpsertion("mallory", "SCRAM-SHA-512", "pw")]
+        ),
         "quotas": lambda: accounts.set_quotas(mine, namespace(), {"producer_byte_rate": 1e12}),
         "the quorum": lambda: mine.describe_metadata_quorum(),
         "features": lambda: mine.update_features({"metadata.version": 1}),
@@ -143,7 +161,7 @@ def test_every_cluster_level_operation_is_refused(mine, my_topic):
 
 def test_another_namespace_can_be_neither_read_nor_written(me, mine, classmate):
     ns, topic, group = classmate
-    assert topic not in mine.list_topics()          # not even listed
+    assert topic not in mine.list_topics()  # not even listed
     assert group not in group_ids(mine)
     producer = KafkaProducer(**me, max_block_ms=10_000)
     refused(lambda: producer.send(topic, b"spam").get(10))
@@ -155,7 +173,7 @@ def test_another_namespace_can_be_neither_read_nor_written(me, mine, classmate):
     try:
         for _ in range(5):
             read += [r.value for batch in consumer.poll(timeout_ms=1_000).values() for r in batch]
-    except Exception as e:   # refused outright, or nothing read: both keep the records secret
+    except Exception as e:  # refused outright, or nothing read: both keep the records secret
         assert REFUSED.search(f"{type(e).__name__}: {e}"), e
     assert read == []
     consumer.close()
@@ -164,7 +182,7 @@ def test_another_namespace_can_be_neither_read_nor_written(me, mine, classmate):
     refused(lambda: mine.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)}))
     refused(lambda: mine.delete_groups([group]))
     described = mine.describe_topics([topic])[0]
-    assert described["error_code"] == 29 and described["partitions"] == []   # 29: topic authorization failed
+    assert described["error_code"] == 29 and described["partitions"] == []  # 29: topic authorization failed
     joiner = KafkaConsumer(topic, **me, group_id=group, consumer_timeout_ms=5_000)
     refused(lambda: joiner.poll(timeout_ms=5_000) or "joined")
     joiner.close()
@@ -211,12 +229,19 @@ def test_a_second_client_meets_the_same_rules(me, classmate, cluster):
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
     from confluent_kafka.admin import NewTopic as CNewTopic
 
-    conf = {"bootstrap.servers": me["bootstrap_servers"], "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": me["sasl_plain_username"],
-            "sasl.password": me["sasl_plain_password"]}
+    conf = {
+        "bootstrap.servers": me["bootstrap_servers"],
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": me["sasl_plain_username"],
+        "sasl.password": me["sasl_plain_password"],
+    }
     admin = AdminClient(conf)
-    poison = ConfigResource("BROKER", "1", incremental_configs=[
-        ConfigEntry("message.max.bytes", "100", incremental_operation=AlterConfigOpType.SET)])
+    poison = ConfigResource(
+        "BROKER",
+        "1",
+        incremental_configs=[ConfigEntry("message.max.bytes", "100", incremental_operation=AlterConfigOpType.SET)],
+    )
     for future in admin.incremental_alter_configs([poison]).values():
         with pytest.raises(KafkaException, match="(?i)authori"):
             future.result(30)
@@ -262,18 +287,24 @@ def test_a_huge_request_on_a_topic_of_mine_is_refused_and_no_broker_falls(cluste
             configs = mine.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
         assert most in repr(configs)
         jvms = {n.id: n.pid for n in cluster.nodes.values()}
-        producer = KafkaProducer(**me, max_request_size=50 * 2**20, retries=0,
-                                 request_timeout_ms=10_000, delivery_timeout_ms=20_000, linger_ms=0)
+        producer = KafkaProducer(
+            **me,
+            max_request_size=50 * 2**20,
+            retries=0,
+            request_timeout_ms=10_000,
+            delivery_timeout_ms=20_000,
+            linger_ms=0,
+        )
         sent = producer.send(name, b"x" * (40 * 2**20))
         with pytest.raises(KafkaError) as refused:
-            sent.get(120)            # the client's own delivery timeout ends it well before, even on a busy machine
+            sent.get(120)  # the client's own delivery timeout ends it well before, even on a busy machine
         # the send itself failed (the broker closed the connection or answered with an error), not
         # our wait for it: under load a 30 s wait once ran out first and the test passed on that
         assert sent.is_done and sent.failed(), refused.value
         print("refused with", repr(refused.value))
         producer.close(timeout=30)
         small = KafkaProducer(**me, acks="all")
-        small.send(name, b"still fine").get(30)                  # the brokers go on serving
+        small.send(name, b"still fine").get(30)  # the brokers go on serving
         small.close()
         assert {n.id: n.pid for n in cluster.nodes.values()} == jvms
     finally:
@@ -284,11 +315,19 @@ def test_a_wrong_password_or_no_login_gets_nothing(cluster):
     from kafka.errors import KafkaError
 
     servers = cluster.bootstrap_servers
-    for login in ({}, {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
-                       "sasl_plain_username": namespace(), "sasl_plain_password": "guess"}):
+    for login in (
+        {},
+        {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_plain_username": namespace(),
+            "sasl_plain_password": "guess",
+        },
+    ):
         with pytest.raises(KafkaError):
-            KafkaAdminClient(bootstrap_servers=servers, bootstrap_timeout_ms=5_000, request_timeout_ms=5_000,
-                             **login).list_topics()
+            KafkaAdminClient(
+                bootstrap_servers=servers, bootstrap_timeout_ms=5_000, request_timeout_ms=5_000, **login
+            ).list_topics()
 
 
 def test_a_removed_user_can_no_longer_log_in(cluster):
@@ -299,14 +338,15 @@ def test_a_removed_user_can_no_longer_log_in(cluster):
     root = cluster.admin()
     assert ns in accounts.users(root)
     accounts.revoke(root, ns)
-    deadline = time.monotonic() + 15   # the brokers learn it from the controller a moment later
+    deadline = time.monotonic() + 15  # the brokers learn it from the controller a moment later
     while ns in accounts.users(root) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ns not in accounts.users(root)
     root.close()
     with pytest.raises(KafkaError):
-        KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, bootstrap_timeout_ms=5_000,
-                         **account.kafka_python()).list_topics()
+        KafkaAdminClient(
+            bootstrap_servers=cluster.bootstrap_servers, bootstrap_timeout_ms=5_000, **account.kafka_python()
+        ).list_topics()
 
 
 def test_quotas_are_set_for_every_user_and_lifted_for_the_course(cluster):
@@ -346,10 +386,9 @@ def test_a_login_made_while_a_broker_is_down_works_everywhere_once_it_is_back(he
         try:
             with healthy.stopped(broker=3, kill=True):
                 accounts.grant(root, account, account.username)
-            topics = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{healthy.cfg.port(3)}",
-                                      **account.kafka_python())
+            topics = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{healthy.cfg.port(3)}", **account.kafka_python())
             with topics:
-                assert topics.list_topics() is not None   # logged in on broker 3, rights known
+                assert topics.list_topics() is not None  # logged in on broker 3, rights known
         finally:
             accounts.revoke(root, account.username)
 
@@ -372,8 +411,9 @@ def test_clean_deletes_ones_own_topics_and_groups_and_nothing_else(cluster, me, 
     producer.close()
     admin.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)})
     assert topic in admin.list_topics() and group in group_ids(admin)
-    out = subprocess.run([sys.executable, "-m", "cluster", "clean"], env=env, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "cluster", "clean"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert f"Namespace '{ns}': deleted 1 topic(s) and 1 consumer group(s)." in out.stdout
     assert topic not in admin.list_topics() and group not in group_ids(admin)

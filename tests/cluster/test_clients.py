@@ -32,8 +32,10 @@ def test_unknown_mode_is_rejected_by_name(monkeypatch):
         clients.mode()
 
 
-@pytest.mark.parametrize("raw,expected", [("Ada Lovelace", "ada-lovelace"), ("grade_42", "grade-42"),
-                                          ("jupyter-ada@uni.edu", "jupyter-ada-uni-edu")])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [("Ada Lovelace", "ada-lovelace"), ("grade_42", "grade-42"), ("jupyter-ada@uni.edu", "jupyter-ada-uni-edu")],
+)
 def test_namespace_is_safe_for_kafka_names(monkeypatch, raw, expected):
     monkeypatch.setenv("LAB_NAMESPACE", raw)
     assert clients.namespace() == expected

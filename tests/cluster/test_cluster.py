@@ -30,15 +30,22 @@ def test_connection_helper_points_at_this_cluster(cluster):
     assert bootstrap_servers() == cluster.bootstrap_servers
     # the test process's own ports (TEST_PORT_BASE, or the next block for xdist's second process)
     assert bootstrap_servers().split(",")[0].endswith(f":{settings.Settings.from_env().port_base}")
-    assert settings.Settings.from_env().port_base in (settings.TEST_PORT_BASE,
-                                                     settings.TEST_PORT_BASE + settings.TEST_WORKER_PORT_STEP)
+    assert settings.Settings.from_env().port_base in (
+        settings.TEST_PORT_BASE,
+        settings.TEST_PORT_BASE + settings.TEST_WORKER_PORT_STEP,
+    )
 
 
 def test_teaching_defaults_are_in_force(cluster, admin):
     res = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")], config_filter="all")
     entries = {name: e["value"] for name, e in res["broker"]["1"].items()}
-    for key in ("default.replication.factor", "min.insync.replicas", "log.retention.check.interval.ms",
-                "auto.create.topics.enable", "offsets.topic.replication.factor"):
+    for key in (
+        "default.replication.factor",
+        "min.insync.replicas",
+        "log.retention.check.interval.ms",
+        "auto.create.topics.enable",
+        "offsets.topic.replication.factor",
+    ):
         assert entries[key] == settings.TEACHING_DEFAULTS[key], key
 
 
@@ -59,8 +66,7 @@ def test_produce_and_consume_round_trip(admin, topic):
         producer.send(topic, key=value[-1:], value=value)
     producer.flush()
     producer.close()
-    consumer = KafkaConsumer(topic, **connection(), auto_offset_reset="earliest",
-                             consumer_timeout_ms=10_000)
+    consumer = KafkaConsumer(topic, **connection(), auto_offset_reset="earliest", consumer_timeout_ms=10_000)
     got = []
     for record in consumer:
         got.append(record.value)

@@ -116,8 +116,10 @@ def test_host_ports_are_the_local_clusters_client_ports(brokers):
 
 
 def test_notebooks_in_compose_reach_the_internal_listener(brokers):
-    internal = sorted(dict(e.split("://") for e in svc["environment"]["KAFKA_ADVERTISED_LISTENERS"].split(","))
-                      ["INTERNAL"] for svc in brokers.values())
+    internal = sorted(
+        dict(e.split("://") for e in svc["environment"]["KAFKA_ADVERTISED_LISTENERS"].split(","))["INTERNAL"]
+        for svc in brokers.values()
+    )
     assert sorted(clients.COMPOSE_BOOTSTRAP.split(",")) == internal
 
 
@@ -135,7 +137,7 @@ def test_every_service_is_bounded_and_brokers_have_healthchecks(compose, brokers
         heaps.append(int(re.search(r"-Xmx(\d+)m", svc["environment"]["KAFKA_HEAP_OPTS"]).group(1)))
     assert sum(heaps) <= 1024, "three broker heaps must fit an 8 GB laptop with Spark and JupyterLab"
     assert all("mem_limit" in svc for svc in compose["services"].values())
-    for svc in brokers.values():    # the open files the local cluster asks for, too
+    for svc in brokers.values():  # the open files the local cluster asks for, too
         assert svc["ulimits"]["nofile"]["soft"] >= settings.BROKER_OPEN_FILES[1]
 
 
@@ -155,8 +157,9 @@ def test_images_are_the_pinned_ones(compose):
 
 def volume_pairs(svc: dict) -> set[tuple[str, str]]:
     """(source, target) of a service's volumes, long form or short ("src:target:rw")."""
-    return {(v["source"], v["target"]) if isinstance(v, dict) else tuple(v.split(":")[:2])
-            for v in svc.get("volumes", [])}
+    return {
+        (v["source"], v["target"]) if isinstance(v, dict) else tuple(v.split(":")[:2]) for v in svc.get("volumes", [])
+    }
 
 
 def test_jupyter_service_mounts_labs_and_runs_in_compose_mode(compose):

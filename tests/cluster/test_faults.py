@@ -32,8 +32,7 @@ def wait_for(predicate, what: str, timeout: float = DEADLINE_S):
 
 
 def read_all(topic: str, partitions: int) -> list[bytes]:
-    consumer = KafkaConsumer(**connection(), enable_auto_commit=False,
-                             consumer_timeout_ms=5000)
+    consumer = KafkaConsumer(**connection(), enable_auto_commit=False, consumer_timeout_ms=5000)
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     consumer.assign(tps)
     consumer.seek_to_beginning(*tps)
@@ -44,8 +43,9 @@ def read_all(topic: str, partitions: int) -> list[bytes]:
         while any(consumer.position(tp) < end[tp] for tp in tps):
             if time.monotonic() > deadline:
                 left = {tp.partition: end[tp] - consumer.position(tp) for tp in tps}
-                raise AssertionError(f"read {len(values)} records of {topic} in {DEADLINE_S} s; "
-                                     f"records left per partition: {left}")
+                raise AssertionError(
+                    f"read {len(values)} records of {topic} in {DEADLINE_S} s; records left per partition: {left}"
+                )
             for records in consumer.poll(timeout_ms=1000).values():
                 values.extend(r.value for r in records)
     finally:
@@ -56,9 +56,15 @@ def read_all(topic: str, partitions: int) -> list[bytes]:
 def test_acks_all_loses_nothing_when_a_broker_is_killed_mid_stream(healthy, admin, topic):
     admin.create_topics([NewTopic(topic, 3, 3)])
     admin.wait_for_topics([topic])
-    producer = KafkaProducer(**connection(), acks="all", retries=10**6,
-                             enable_idempotence=True, linger_ms=5, request_timeout_ms=15_000,
-                             delivery_timeout_ms=120_000)
+    producer = KafkaProducer(
+        **connection(),
+        acks="all",
+        retries=10**6,
+        enable_idempotence=True,
+        linger_ms=5,
+        request_timeout_ms=15_000,
+        delivery_timeout_ms=120_000,
+    )
     acked: list[bytes] = []
     lock = threading.Lock()
 
@@ -71,10 +77,10 @@ def test_acks_all_loses_nothing_when_a_broker_is_killed_mid_stream(healthy, admi
         value = f"{i:06d}".encode()
         producer.send(topic, value=value).add_callback(on_ack(value))
         if i == total // 3:
-            healthy.kill_broker(2)   # mid-stream, no clean shutdown
+            healthy.kill_broker(2)  # mid-stream, no clean shutdown
             killed.set()
         if i % 100 == 0:
-            time.sleep(0.01)        # spread the stream over the failure
+            time.sleep(0.01)  # spread the stream over the failure
     producer.flush(timeout=120)
     producer.close()
     assert killed.is_set()
@@ -95,6 +101,7 @@ def test_acks_all_loses_nothing_when_a_broker_is_killed_mid_stream(healthy, admi
     def isr_full():
         parts = admin.describe_topics([topic])[0]["partitions"]
         return all(sorted(p["isr_nodes"]) == [1, 2, 3] for p in parts)
+
     wait_for(isr_full, "broker 2 back in every ISR")
 
 
@@ -138,8 +145,11 @@ def test_a_login_refused_for_its_password_is_told_from_a_broker_still_starting(c
     assert cluster._login_refused(node, probe) is None
     # as after Jupyter's logging setup in the same process (a dictConfig disables every logger it
     # does not name, kafka-python's included; CI failed this test so): the cause must still be read
-    family = [lg for name, lg in logging.root.manager.loggerDict.items()
-              if name.split(".")[0] == "kafka" and isinstance(lg, logging.Logger)]
+    family = [
+        lg
+        for name, lg in logging.root.manager.loggerDict.items()
+        if name.split(".")[0] == "kafka" and isinstance(lg, logging.Logger)
+    ]
     was = [lg.disabled for lg in family]
     for lg in family:
         lg.disabled = True
@@ -179,9 +189,12 @@ def test_stale_data_folder_suggests_wipe(tmp_path):
 
 def cli(tmp_path, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess:
     """`python -m cluster ARGS` for a throwaway cluster (its own folder and unused ports)."""
-    full = dict(os.environ, COURSE_CLUSTER_HOME=str(tmp_path / "c"), COURSE_PORT_BASE=str(settings.THROWAWAY_PORT_BASE), **env)
-    return subprocess.run([sys.executable, "-m", "cluster", *args], env=full, capture_output=True, text=True,
-                          timeout=timeout)
+    full = dict(
+        os.environ, COURSE_CLUSTER_HOME=str(tmp_path / "c"), COURSE_PORT_BASE=str(settings.THROWAWAY_PORT_BASE), **env
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "cluster", *args], env=full, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_no_java_says_what_to_install(tmp_path):
@@ -194,7 +207,7 @@ def test_old_java_is_refused(tmp_path):
     # A stand-in for a Java 11 install: only its version banner matters to the check.
     fake = tmp_path / "jdk11" / "bin" / "java"
     fake.parent.mkdir(parents=True)
-    fake.write_text('#!/bin/sh\necho \'openjdk version "11.0.22" 2024-01-16\' >&2\n')
+    fake.write_text("#!/bin/sh\necho 'openjdk version \"11.0.22\" 2024-01-16' >&2\n")
     fake.chmod(0o755)
     out = cli(tmp_path, "up", JAVA_HOME=str(tmp_path / "jdk11"))
     assert out.returncode == 1
@@ -203,16 +216,23 @@ def test_old_java_is_refused(tmp_path):
 
 def test_no_network_on_first_run_names_what_could_not_be_fetched(tmp_path, monkeypatch):
     monkeypatch.delenv("KAFKA_HOME", raising=False)
-    out = cli(tmp_path, "jars", timeout=300, COURSE_JARS_CACHE=str(tmp_path / "empty-cache"),
-              HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
+    out = cli(
+        tmp_path,
+        "jars",
+        timeout=300,
+        COURSE_JARS_CACHE=str(tmp_path / "empty-cache"),
+        HTTPS_PROXY="http://127.0.0.1:9",
+        HTTP_PROXY="http://127.0.0.1:9",
+    )
     assert out.returncode == 1
     assert "Could not fetch the kafka jars" in out.stderr and "org.apache.kafka:kafka_2.13" in out.stderr
     assert "Maven Central" in out.stderr
 
 
 def test_cached_jars_need_no_network(tmp_path):
-    out = cli(tmp_path, "jars", "--check", timeout=300, HTTPS_PROXY="http://127.0.0.1:9",
-              HTTP_PROXY="http://127.0.0.1:9")
+    out = cli(
+        tmp_path, "jars", "--check", timeout=300, HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9"
+    )
     assert out.returncode == 0, out.stderr
     assert "All jars match" in out.stdout
 

@@ -12,17 +12,47 @@ from cluster.__main__ import main
 
 # Broker settings Strimzi manages itself and refuses in spec.kafka.config (its KafkaClusterSpec,
 # release 1.0.1).
-STRIMZI_FORBIDDEN = ("listeners", "advertised.", "broker.", "listener.", "host.name", "port",
-                     "inter.broker.listener.name", "sasl.", "ssl.", "security.", "password.", "log.dir",
-                     "authorizer.", "super.user", "node.id", "process.roles", "controller.", "metadata.log.dir")
+STRIMZI_FORBIDDEN = (
+    "listeners",
+    "advertised.",
+    "broker.",
+    "listener.",
+    "host.name",
+    "port",
+    "inter.broker.listener.name",
+    "sasl.",
+    "ssl.",
+    "security.",
+    "password.",
+    "log.dir",
+    "authorizer.",
+    "super.user",
+    "node.id",
+    "process.roles",
+    "controller.",
+    "metadata.log.dir",
+)
 
 
 @pytest.fixture
 def written(tmp_path):
     roster = tmp_path / "students.txt"
     roster.write_text("# section A\nalice\nbob   # joined late\n\n")
-    assert main(["k8s", str(tmp_path / "out"), "--roster", str(roster), "--namespace", "course-f26",
-                 "--image", "registry.example.edu/kafka-course-jupyter:2026.11"]) == 0
+    assert (
+        main(
+            [
+                "k8s",
+                str(tmp_path / "out"),
+                "--roster",
+                str(roster),
+                "--namespace",
+                "course-f26",
+                "--image",
+                "registry.example.edu/kafka-course-jupyter:2026.11",
+            ]
+        )
+        == 0
+    )
     return {p.name: list(yaml.safe_load_all(p.read_text())) for p in (tmp_path / "out").iterdir()}
 
 
@@ -43,15 +73,26 @@ def test_each_student_gets_the_local_clusters_namespace_rights_and_quotas(writte
     assert admin["metadata"]["name"] == k8s.ADMIN and "authorization" not in admin["spec"]
     assert [u["metadata"]["name"] for u in students] == ["kafka-alice", "kafka-bob"]
     for user, namespace in zip(students, ["alice", "bob"]):
-        found = {(rule["resource"]["type"], rule["resource"]["name"], rule["resource"]["patternType"], op)
-                 for rule in user["spec"]["authorization"]["acls"] for op in rule["operations"]}
-        expected = {(k8s.RESOURCE_TYPES[a.resource_pattern.resource_type.name], a.resource_pattern.resource_name,
-                     "prefix", k8s.OPERATIONS[a.operation.name])
-                    for a in accounts.namespace_acls(user["metadata"]["name"], namespace)}
+        found = {
+            (rule["resource"]["type"], rule["resource"]["name"], rule["resource"]["patternType"], op)
+            for rule in user["spec"]["authorization"]["acls"]
+            for op in rule["operations"]
+        }
+        expected = {
+            (
+                k8s.RESOURCE_TYPES[a.resource_pattern.resource_type.name],
+                a.resource_pattern.resource_name,
+                "prefix",
+                k8s.OPERATIONS[a.operation.name],
+            )
+            for a in accounts.namespace_acls(user["metadata"]["name"], namespace)
+        }
         assert found == expected and len(found) == 12
-        assert user["spec"]["quotas"] == {"producerByteRate": accounts.USER_QUOTAS["producer_byte_rate"],
-                                          "consumerByteRate": accounts.USER_QUOTAS["consumer_byte_rate"],
-                                          "controllerMutationRate": accounts.USER_QUOTAS["controller_mutation_rate"]}
+        assert user["spec"]["quotas"] == {
+            "producerByteRate": accounts.USER_QUOTAS["producer_byte_rate"],
+            "consumerByteRate": accounts.USER_QUOTAS["consumer_byte_rate"],
+            "controllerMutationRate": accounts.USER_QUOTAS["controller_mutation_rate"],
+        }
 
 
 def test_a_students_server_logs_in_as_their_kafka_user(written):

@@ -17,7 +17,7 @@ from cluster import connection, group_name, topic_name
 from cluster.errors import ClusterError
 from cluster.kafka_connect import ConnectWorker
 
-pytestmark = pytest.mark.heavy   # Connect workers: the `heavy` layer (make test-heavy)
+pytestmark = pytest.mark.heavy  # Connect workers: the `heavy` layer (make test-heavy)
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
@@ -61,8 +61,13 @@ def topic(cluster):
 def test_a_file_source_resumes_from_its_offsets_after_a_restart(topic, tmp_path):
     lines = [f"2013-01-01,UA,{1000 + i},EWR" for i in range(40)]
     (tmp_path / "flights.csv").write_text("\n".join(lines) + "\n")
-    source = {"name": "csv-in", "connector.class": SOURCE, "tasks.max": "1",
-              "file": str(tmp_path / "flights.csv"), "topic": topic}
+    source = {
+        "name": "csv-in",
+        "connector.class": SOURCE,
+        "tasks.max": "1",
+        "file": str(tmp_path / "flights.csv"),
+        "topic": topic,
+    }
     with ConnectWorker(tmp_path / "worker", [source]) as worker:
         assert worker.status()["csv-in"]["tasks"] == ["RUNNING"]
         wait_for("40 lines on the topic", lambda: len(values(topic)) >= 40)
@@ -71,7 +76,7 @@ def test_a_file_source_resumes_from_its_offsets_after_a_restart(topic, tmp_path)
         f.write("\n".join(more) + "\n")
     with ConnectWorker(tmp_path / "worker", [source]):
         wait_for("50 lines on the topic", lambda: len(values(topic)) >= 50)
-        time.sleep(2)   # a source that re-read the file would add lines now
+        time.sleep(2)  # a source that re-read the file would add lines now
     assert values(topic) == lines + more
 
 
@@ -83,20 +88,32 @@ def test_a_file_sink_writes_a_topic_in_a_group_of_the_namespace(topic, tmp_path)
     producer.flush()
     producer.close()
     out = tmp_path / "out.txt"
-    sink = {"name": "file-out", "connector.class": SINK, "tasks.max": "1", "topics": topic, "file": str(out),
-            "consumer.override.group.id": group_name("file-out"), "consumer.override.auto.offset.reset": "earliest"}
+    sink = {
+        "name": "file-out",
+        "connector.class": SINK,
+        "tasks.max": "1",
+        "topics": topic,
+        "file": str(out),
+        "consumer.override.group.id": group_name("file-out"),
+        "consumer.override.auto.offset.reset": "earliest",
+    }
     with ConnectWorker(tmp_path / "worker", [sink]):
         wait_for("25 lines in the file", lambda: out.exists() and len(out.read_text().splitlines()) >= 25)
     assert out.read_text().splitlines() == sent
 
 
 def test_a_sink_in_a_group_outside_the_namespace_is_refused(topic, tmp_path):
-    sink = {"name": "file-out", "connector.class": SINK, "tasks.max": "1", "topics": topic,
-            "file": str(tmp_path / "out.txt")}      # the default group, connect-file-out, is nobody's
+    sink = {
+        "name": "file-out",
+        "connector.class": SINK,
+        "tasks.max": "1",
+        "topics": topic,
+        "file": str(tmp_path / "out.txt"),
+    }  # the default group, connect-file-out, is nobody's
     worker = ConnectWorker(tmp_path / "worker", [sink])
     try:
         worker.start(timeout_s=60)
-    except ClusterError as e:   # the task failed before the worker reported it running
+    except ClusterError as e:  # the task failed before the worker reported it running
         assert "authoriz" in str(e).lower(), e
         return
     # A sink's task is RUNNING before its consumer first asks to join the group: the refusal

@@ -14,13 +14,14 @@ from kafka import KafkaConsumer
 from cluster import connection, group_name, kafka_python_fix, settings
 
 ATTEMPTS = 8
-DEADLINE_S = 6.0   # a fresh group forms in ~0.2 s here; a stuck member never does
+DEADLINE_S = 6.0  # a fresh group forms in ~0.2 s here; a stuck member never does
 
 
 def test_the_fix_is_applied_to_the_pinned_kafka_python():
     assert settings.python_pins()["kafka-python"] == kafka_python_fix.PATCHED_VERSION, (
         "kafka-python's pin moved: check whether the join race is still there (this module's experiment "
-        "without the fix), then move PATCHED_VERSION or remove the fix")
+        "without the fix), then move PATCHED_VERSION or remove the fix"
+    )
     assert kafka_python_fix.APPLIED
 
 
@@ -31,8 +32,13 @@ def test_short_polls_get_their_partitions_every_time(cluster, admin):
     missed = []
     try:
         for attempt in range(ATTEMPTS):
-            with KafkaConsumer(topic, **connection(), group_id=group_name(f"join-race-{uuid.uuid4().hex[:6]}"),
-                               session_timeout_ms=6000, heartbeat_interval_ms=500) as consumer:
+            with KafkaConsumer(
+                topic,
+                **connection(),
+                group_id=group_name(f"join-race-{uuid.uuid4().hex[:6]}"),
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=500,
+            ) as consumer:
                 deadline = time.monotonic() + DEADLINE_S
                 while len(consumer.assignment()) < 4 and time.monotonic() < deadline:
                     consumer.poll(timeout_ms=1)
@@ -79,20 +85,26 @@ def consume_through_a_coordinator_kill(cluster, admin, records: int = 400) -> li
         producer.send(topic, b"%d" % i)
     producer.flush()
     producer.close()
-    consumer = KafkaConsumer(topic, **connection(), group_id=group_name(f"coordinator-kill-{uuid.uuid4().hex[:6]}"),
-                             auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500)
+    consumer = KafkaConsumer(
+        topic,
+        **connection(),
+        group_id=group_name(f"coordinator-kill-{uuid.uuid4().hex[:6]}"),
+        auto_offset_reset="earliest",
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
     raised, read, victim, killed_at = [], set(), None, None
     try:
         deadline = time.monotonic() + 90
         while len(read) < records and time.monotonic() < deadline:
             try:
                 polled = consumer.poll(timeout_ms=200, max_records=20)
-            except Exception as e:    # what a student's loop would die of
+            except Exception as e:  # what a student's loop would die of
                 raised.append(f"{type(e).__name__}: {e}")
                 continue
             read.update(int(r.value) for rs in polled.values() for r in rs)
             if victim is None and read:
-                victim = int(str(consumer._coordinator.coordinator_id).split("-")[-1])   # 'coordinator-3'
+                victim = int(str(consumer._coordinator.coordinator_id).split("-")[-1])  # 'coordinator-3'
                 cluster.kill_broker(victim)
                 killed_at = time.monotonic()
             elif victim is not None and killed_at and time.monotonic() - killed_at > 10:
@@ -142,14 +154,14 @@ def test_metadata_is_fetched_from_a_live_broker_while_one_is_down(healthy, admin
     topic = f"test.one-down-{uuid.uuid4().hex[:6]}"
     admin.create_topics({topic: {"num_partitions": 3, "replication_factor": 3}})
     admin.wait_for_topics([topic])
-    raised, login = [], connection()   # the login made (and its rights on every broker) first
+    raised, login = [], connection()  # the login made (and its rights on every broker) first
     try:
         with healthy.stopped(broker=3, kill=True):
             for _ in range(20):
                 try:
                     with KafkaConsumer(**login, enable_auto_commit=False) as consumer:
                         partitions = consumer.partitions_for_topic(topic)
-                except Exception as e:   # the fault under test: counted, and the loop goes on
+                except Exception as e:  # the fault under test: counted, and the loop goes on
                     raised.append(f"{type(e).__name__}: {e}")
                     continue
                 assert partitions == {0, 1, 2}

@@ -16,7 +16,7 @@ def test_spark_jars_and_image_match_pyspark():
     pyspark = settings.python_pins()["pyspark"]
     spark_jars = [c for c in settings.pins()["maven"]["spark-kafka"] if c.startswith("org.apache.spark:")]
     assert [c for c in spark_jars if "spark-sql-kafka" in c], "the Kafka connector is in the bundle"
-    assert all(c.rstrip("!").endswith(":" + pyspark) for c in spark_jars), spark_jars   # the connector, spark-avro
+    assert all(c.rstrip("!").endswith(":" + pyspark) for c in spark_jars), spark_jars  # the connector, spark-avro
     assert settings.pins()["images"]["spark"] == f"apache/spark:{pyspark}"
 
 
@@ -41,13 +41,18 @@ def imports_not_in(folders: set[str], pinned: set[str]) -> dict[str, set[str]]:
 
     distributions = importlib.metadata.packages_distributions()
     ours = {"autograder", "selfcheck", "staff", "cluster", "bench", "hub", "tests"}
-    ours |= {p.stem for p in (settings.ROOT / "tests").glob("*.py")}   # on the tests' path (tests/layers.py)
+    ours |= {p.stem for p in (settings.ROOT / "tests").glob("*.py")}  # on the tests' path (tests/layers.py)
     missing = {}
     for folder in sorted(folders):
         for path in (settings.ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                         [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module]
+                    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                    else []
+                )
                 for top in {n.split(".")[0] for n in names} - ours - set(sys.stdlib_module_names):
                     dists = {d.lower().replace("_", "-") for d in distributions.get(top, [top])}
                     if not dists & pinned:
@@ -105,8 +110,11 @@ def test_the_lock_files_hold_every_pin_and_agree():
         return {re.sub(r"[-_.]+", "-", d.split("==")[0].lower()): d.split("==")[1] for d in deps}
 
     dev, hub, runtime = locked("dev"), locked("hub"), locked("runtime")
-    for name, lock, wanted in (("dev", dev, pins("test", "hub")), ("hub", hub, pins("hub")),
-                               ("runtime", runtime, pins())):
+    for name, lock, wanted in (
+        ("dev", dev, pins("test", "hub")),
+        ("hub", hub, pins("hub")),
+        ("runtime", runtime, pins()),
+    ):
         stale = {p: (v, lock.get(p)) for p, v in wanted.items() if lock.get(p) != v}
         assert not stale, f"requirements/{name}.txt is stale (pin, locked): {stale}; run `make lock`"
     assert {p: v for p, v in hub.items() if dev.get(p) != v} == {}

@@ -10,12 +10,12 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from cluster.brokers import live_brokers
 
-OBSERVE_S = 10     # how long every broker must stay up after the changes
+OBSERVE_S = 10  # how long every broker must stay up after the changes
 CHANGES = {  # each restarts the log cleaner or reconfigures the broker live
     "message.max.bytes": "2000000",
     "log.cleaner.threads": "1",
     "log.cleaner.dedupe.buffer.size": str(24 * 2**20),
-    "log.cleaner.io.max.bytes.per.second": "1.0E7",   # a double: Kafka shows it so
+    "log.cleaner.io.max.bytes.per.second": "1.0E7",  # a double: Kafka shows it so
     "log.cleaner.backoff.ms": "5000",
 }
 
@@ -27,7 +27,7 @@ def on_every_broker(configs: dict) -> list[ConfigResource]:
 def test_changing_dynamic_broker_settings_keeps_every_broker_up(cluster, admin):
     jvms = {n.id: n.pid for n in cluster.nodes.values()}
     try:
-        for key, value in CHANGES.items():   # one at a time, as an instructor would
+        for key, value in CHANGES.items():  # one at a time, as an instructor would
             admin.alter_configs(on_every_broker({key: value}))
         # The cleaners restart on their own threads: give a broken one time to die.
         deadline = time.monotonic() + OBSERVE_S
@@ -35,9 +35,9 @@ def test_changing_dynamic_broker_settings_keeps_every_broker_up(cluster, admin):
             assert all(n.process() for n in cluster.nodes.values()), "a broker died after a dynamic change"
             time.sleep(0.5)
         assert live_brokers(admin) == {1, 2, 3}
-        assert {n.id: n.pid for n in cluster.nodes.values()} == jvms   # the same JVMs, not restarts
+        assert {n.id: n.pid for n in cluster.nodes.values()} == jvms  # the same JVMs, not restarts
         found = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")])["broker"]["1"]
         assert {k: found[k]["value"] for k in CHANGES} == CHANGES
-    finally:   # back to the static settings: delete the dynamic ones
+    finally:  # back to the static settings: delete the dynamic ones
         admin.alter_configs(on_every_broker({key: ("DELETE", None) for key in CHANGES}))
     cluster.wait_ready()

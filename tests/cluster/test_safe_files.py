@@ -59,7 +59,7 @@ def test_a_link_at_a_folder_on_the_way_is_refused(folder, secret):
 def test_pipes_large_files_and_paths_out_of_the_folder_are_refused(folder):
     os.mkfifo(folder / "pipe")
     with pytest.raises(RefusedPath, match="not an ordinary file"):
-        read_text(folder, "pipe")          # returns at once: a FIFO never blocks the grader
+        read_text(folder, "pipe")  # returns at once: a FIFO never blocks the grader
     with pytest.raises(RefusedPath, match="pipe|not an ordinary"):
         write_text(folder, "pipe", "x")
     (folder / "big").write_bytes(b"x" * 5000)

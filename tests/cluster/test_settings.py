@@ -17,13 +17,18 @@ def test_broker_properties_make_a_combined_kraft_node():
     assert props["process.roles"] == "broker,controller"
     assert props["node.id"] == "2"
     assert props["controller.quorum.voters"] == "1@127.0.0.1:19292,2@127.0.0.1:19293,3@127.0.0.1:19294"
-    assert props["listeners"].split(",") == ["EXTERNAL://127.0.0.1:19093", "INTERNAL://127.0.0.1:19193",
-                                             "CONTROLLER://127.0.0.1:19293"]
+    assert props["listeners"].split(",") == [
+        "EXTERNAL://127.0.0.1:19093",
+        "INTERNAL://127.0.0.1:19193",
+        "CONTROLLER://127.0.0.1:19293",
+    ]
     assert props["inter.broker.listener.name"] == "INTERNAL"
     assert props["default.replication.factor"] == "3" and props["min.insync.replicas"] == "2"
     # every listener asks for a login, and no ACL means no access
-    assert props["listener.security.protocol.map"] == \
-        "EXTERNAL:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"
+    assert (
+        props["listener.security.protocol.map"]
+        == "EXTERNAL:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"
+    )
     assert props["allow.everyone.if.no.acl.found"] == "false"
     assert 'user_admin="a"' in props["listener.name.internal.plain.sasl.jaas.config"]
     assert "user_admin" not in props["listener.name.controller.plain.sasl.jaas.config"]
@@ -31,8 +36,13 @@ def test_broker_properties_make_a_combined_kraft_node():
 
 
 def test_course_ports_are_below_the_ephemeral_range():
-    for base in (settings.DEFAULT_PORT_BASE, settings.TEST_PORT_BASE, settings.THROWAWAY_PORT_BASE,
-                 settings.BENCH_PORT_BASE, *settings.OWN_PORT_BASES):
+    for base in (
+        settings.DEFAULT_PORT_BASE,
+        settings.TEST_PORT_BASE,
+        settings.THROWAWAY_PORT_BASE,
+        settings.BENCH_PORT_BASE,
+        *settings.OWN_PORT_BASES,
+    ):
         cfg = Settings(home=settings.ROOT, port_base=base)
         assert max(cfg.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS) < 32768
 
@@ -46,14 +56,22 @@ def test_test_cluster_never_shares_ports_with_the_lab_cluster():
 
 def test_own_clusters_never_share_a_port():
     """Lab 7's clusters of one's own, with each other and with every other cluster of the kit."""
+
     def ports(base):
         cfg = Settings(home=settings.ROOT, port_base=base)
         return {cfg.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS}
 
     seen: set[int] = set()
     second_test_process = settings.TEST_PORT_BASE + settings.TEST_WORKER_PORT_STEP
-    for base in (settings.DEFAULT_PORT_BASE, 19092, settings.TEST_PORT_BASE, second_test_process,
-                 settings.THROWAWAY_PORT_BASE, settings.BENCH_PORT_BASE, *settings.OWN_PORT_BASES):
+    for base in (
+        settings.DEFAULT_PORT_BASE,
+        19092,
+        settings.TEST_PORT_BASE,
+        second_test_process,
+        settings.THROWAWAY_PORT_BASE,
+        settings.BENCH_PORT_BASE,
+        *settings.OWN_PORT_BASES,
+    ):
         assert not ports(base) & seen, base
         seen |= ports(base)
 
@@ -74,12 +92,21 @@ def test_the_environment_is_read_in_one_place():
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             target = None
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
-                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 if ast.unparse(node.func) in ("os.environ.get", "os.getenv", "environ.get"):
                     target = node.args[0].value
-            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) \
-                    and ast.unparse(node.value) in ("os.environ", "environ") and isinstance(node.slice, ast.Constant):
+            elif (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.ctx, ast.Load)
+                and ast.unparse(node.value) in ("os.environ", "environ")
+                and isinstance(node.slice, ast.Constant)
+            ):
                 target = node.slice.value
             if target and target != "PATH":
                 found.append(f"{path.relative_to(settings.ROOT)}:{node.lineno} reads {target}")
@@ -91,8 +118,8 @@ def test_every_variable_read_has_its_reason_and_the_readme_names_the_users_ones(
     for name, (default, why) in settings.ENVIRONMENT.items():
         assert why, name
         monkeypatch.setenv(name, "")
-        assert settings.env(name) == default          # set but empty: the default
+        assert settings.env(name) == default  # set but empty: the default
         monkeypatch.setenv(name, "x")
         assert settings.env(name) == "x"
-    internal = {"COURSE_OWN_CLUSTER", "XDG_CACHE_HOME"}   # the grader's, and freedesktop's
+    internal = {"COURSE_OWN_CLUSTER", "XDG_CACHE_HOME"}  # the grader's, and freedesktop's
     assert [n for n in settings.ENVIRONMENT if n not in internal and n not in readme] == []

@@ -24,21 +24,33 @@ def test_structured_streaming_reads_a_topic(spark, admin, topic, tmp_path):
 
     admin.create_topics([NewTopic(topic, 2, 3)])
     admin.wait_for_topics([topic])
-    producer = KafkaProducer(**connection(), acks="all",
-                             value_serializer=lambda d: json.dumps(d).encode())
-    flights = [{"origin": o, "delay": d} for o, d in
-               [("JFK", 5), ("LGA", -3), ("JFK", 12), ("EWR", 0), ("LGA", 7), ("JFK", 1)]]
+    producer = KafkaProducer(**connection(), acks="all", value_serializer=lambda d: json.dumps(d).encode())
+    flights = [
+        {"origin": o, "delay": d} for o, d in [("JFK", 5), ("LGA", -3), ("JFK", 12), ("EWR", 0), ("LGA", 7), ("JFK", 1)]
+    ]
     for f in flights:
         producer.send(topic, key=f["origin"].encode(), value=f)
     producer.flush()
     producer.close()
 
     schema = "origin STRING, delay INT"
-    stream = (spark.readStream.format("kafka").options(**kafka_options(topic, startingOffsets="earliest")).load()
-              .select(F.from_json(F.col("value").cast("string"), schema).alias("f")).select("f.*")
-              .groupBy("origin").agg(F.count("*").alias("flights"), F.sum("delay").alias("delay")))
-    query = (stream.writeStream.outputMode("complete").format("memory").queryName("by_origin")
-             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    stream = (
+        spark.readStream.format("kafka")
+        .options(**kafka_options(topic, startingOffsets="earliest"))
+        .load()
+        .select(F.from_json(F.col("value").cast("string"), schema).alias("f"))
+        .select("f.*")
+        .groupBy("origin")
+        .agg(F.count("*").alias("flights"), F.sum("delay").alias("delay"))
+    )
+    query = (
+        stream.writeStream.outputMode("complete")
+        .format("memory")
+        .queryName("by_origin")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(180), "the streaming query did not finish within 180 s"
     rows = {r["origin"]: (r["flights"], r["delay"]) for r in spark.sql("select * from by_origin").collect()}
     assert rows == {"JFK": (3, 18), "LGA": (2, 4), "EWR": (1, 0)}
@@ -54,5 +66,6 @@ def test_batch_read_sees_keys_partitions_and_offsets(spark, admin, topic):
     producer.close()
     df = spark.read.format("kafka").options(**kafka_options(topic)).load()
     rows = df.select("key", "value", "partition", "offset").orderBy("offset").collect()
-    assert [(bytes(r.key), bytes(r.value), r.partition, r.offset) for r in rows] == \
-        [(b"k", b"v%d" % i, 0, i) for i in range(5)]
+    assert [(bytes(r.key), bytes(r.value), r.partition, r.offset) for r in rows] == [
+        (b"k", b"v%d" % i, 0, i) for i in range(5)
+    ]

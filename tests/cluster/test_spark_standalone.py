@@ -24,7 +24,7 @@ from cluster.lab import departures
 from cluster.process import free_port
 from cluster.spark import master_state, standalone
 
-pytestmark = pytest.mark.heavy   # a master, a worker and lab 9's job: the `heavy` layer (make test-heavy)
+pytestmark = pytest.mark.heavy  # a master, a worker and lab 9's job: the `heavy` layer (make test-heavy)
 
 
 def solution_job() -> str:
@@ -49,8 +49,14 @@ def test_lab9s_job_runs_unchanged_on_a_standalone_cluster(cluster, admin, topic,
 
     web = free_port()
     with standalone(tmp_path / "spark", port=free_port(), web_port=web, worker_web_port=free_port()) as master:
-        run = subprocess.run([sys.executable, "delays_job.py", topic, "hourly", "checkpoint"], cwd=tmp_path,
-                             env=dict(os.environ, SPARK_MASTER=master), capture_output=True, text=True, timeout=400)
+        run = subprocess.run(
+            [sys.executable, "delays_job.py", topic, "hourly", "checkpoint"],
+            cwd=tmp_path,
+            env=dict(os.environ, SPARK_MASTER=master),
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
         state = master_state(web)
     assert run.returncode == 0, run.stderr[-3000:]
     # It ran on the cluster, not in a local driver: the master lists it, done.

@@ -40,13 +40,23 @@ def test_topics_describe_shows_what_the_admin_client_sees(topic, capsys):
     assert "PartitionCount: 3" in out and "ReplicationFactor: 3" in out and "retention.ms=604800000" in out
     assert sum(f"Partition: {p}\t" in out for p in range(3)) == 3, out
     listed = kafka_cli("topics", "--list", echo=False).split()
-    assert topic in listed and not [t for t in listed if not t.startswith(topic.split(".")[0] + ".")], \
+    assert topic in listed and not [t for t in listed if not t.startswith(topic.split(".")[0] + ".")], (
         "the student's login lists its own namespace's topics only"
+    )
 
 
 def test_configs_alter_then_describe(topic):
-    kafka_cli("configs", "--alter", "--entity-type", "topics", "--entity-name", topic,
-              "--add-config", "retention.ms=86400000", echo=False)
+    kafka_cli(
+        "configs",
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        topic,
+        "--add-config",
+        "retention.ms=86400000",
+        echo=False,
+    )
     out = kafka_cli("configs", "--describe", "--entity-type", "topics", "--entity-name", topic, echo=False)
     assert "retention.ms=86400000" in out, out
 
@@ -64,8 +74,17 @@ def test_consumer_groups_describe_gives_the_lag(topic):
 
 def test_another_namespaces_topic_is_refused_and_a_mistake_says_what_to_try(cluster):
     with pytest.raises(ClusterError) as refused:
-        kafka_cli("configs", "--alter", "--entity-type", "topics", "--entity-name", "someone-else.flights",
-                  "--add-config", "retention.ms=1000", echo=False)
+        kafka_cli(
+            "configs",
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "someone-else.flights",
+            "--add-config",
+            "retention.ms=1000",
+            echo=False,
+        )
     assert "failed (exit code" in str(refused.value) and "Authorization" in str(refused.value), str(refused.value)
     with pytest.raises(ValueError, match="no tool 'producer-perf'"):
         kafka_cli("producer-perf")

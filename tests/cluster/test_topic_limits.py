@@ -33,7 +33,7 @@ OUT_OF_RANGE = {
     "compression.zstd.level": "22",
     "compression.lz4.level": "17",
     "message.timestamp.after.max.ms": str(settings.HOUR_MS + 1),
-    "internal.segment.bytes": "1",       # not in the table: every internal.* setting is refused
+    "internal.segment.bytes": "1",  # not in the table: every internal.* setting is refused
 }
 
 
@@ -93,10 +93,11 @@ def test_changing_a_topic_out_of_range_is_refused(mine, librdkafka, name, bad):
     topic = f"{namespace()}.limits-{uuid.uuid4().hex[:6]}"
     rule = settings.TOPIC_LIMITS.get(name)
     within = {name: in_range(rule)} if rule else {}
-    mine.create_topics([NewTopic(topic, 1, 3, topic_configs=within)])   # within the bounds: allowed
+    mine.create_topics([NewTopic(topic, 1, 3, topic_configs=within)])  # within the bounds: allowed
     try:
-        change = CResource("TOPIC", topic, incremental_configs=[
-            ConfigEntry(name, bad, incremental_operation=AlterConfigOpType.SET)])
+        change = CResource(
+            "TOPIC", topic, incremental_configs=[ConfigEntry(name, bad, incremental_operation=AlterConfigOpType.SET)]
+        )
         for future in librdkafka.incremental_alter_configs([change]).values():
             with pytest.raises(KafkaException, match="POLICY_VIOLATION|[Pp]olicy") as refused:
                 future.result(30)
@@ -113,7 +114,7 @@ def test_the_message_says_what_is_allowed(mine):
 
 def test_the_courses_own_topics_are_not_limited(cluster):
     admin = cluster.admin()
-    topic = f"course-limits-{uuid.uuid4().hex[:6]}"        # no namespace: the course's own
+    topic = f"course-limits-{uuid.uuid4().hex[:6]}"  # no namespace: the course's own
     try:
         admin.create_topics([NewTopic(topic, 1, 3, topic_configs={"segment.ms": "1000"})])
         admin.wait_for_topics([topic])
@@ -135,8 +136,11 @@ def test_librdkafka_meets_the_same_bounds(librdkafka):
     for future in admin.create_topics([CNewTopic(topic, 1, 3)]).values():
         future.result(30)
     try:
-        change = CResource("TOPIC", topic, incremental_configs=[
-            ConfigEntry("segment.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+        change = CResource(
+            "TOPIC",
+            topic,
+            incremental_configs=[ConfigEntry("segment.ms", "1", incremental_operation=AlterConfigOpType.SET)],
+        )
         for future in admin.incremental_alter_configs([change]).values():
             with pytest.raises(KafkaException, match="segment.ms"):
                 future.result(30)
@@ -151,13 +155,15 @@ def test_brokers_refuse_to_start_with_too_few_open_files(tmp_path):
     import subprocess
     import sys
 
-    script = ("import resource, sys\n"
-              "resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), int(sys.argv[1])))\n"
-              "from cluster.errors import ClusterError\n"
-              "from cluster.process import raise_open_files\n"
-              "try:\n    print('limit', raise_open_files(least=2000, wanted=4000))\n"
-              "except ClusterError as e:\n    print('refused', e, e.hint)\n")
+    script = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), int(sys.argv[1])))\n"
+        "from cluster.errors import ClusterError\n"
+        "from cluster.process import raise_open_files\n"
+        "try:\n    print('limit', raise_open_files(least=2000, wanted=4000))\n"
+        "except ClusterError as e:\n    print('refused', e, e.hint)\n"
+    )
     low = subprocess.run([sys.executable, "-c", script, "1000"], capture_output=True, text=True, cwd=settings.ROOT)
     assert "refused" in low.stdout and "1,000 files" in low.stdout and "ulimit -n" in low.stdout, low
     high = subprocess.run([sys.executable, "-c", script, "3000"], capture_output=True, text=True, cwd=settings.ROOT)
-    assert "limit 3000" in high.stdout, high    # hard 3000 < wanted: raised to the hard limit
+    assert "limit 3000" in high.stdout, high  # hard 3000 < wanted: raised to the hard limit

@@ -43,13 +43,15 @@ def test_students_get_the_assignments_panel_and_not_the_instructors_parts(tmp_pa
         student = course_hub.jupyter_config(STUDENT, subdomains)
         hidden = student["labconfig/page_config.json"]["disabledExtensions"]
         assert {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment"} <= set(hidden)
-        assert "@jupyter/nbgrader:assignment-list" not in hidden       # fetch and submit
+        assert "@jupyter/nbgrader:assignment-list" not in hidden  # fetch and submit
         server = student["jupyter_server_config.json"]["ServerApp"]
         assert server["jpserver_extensions"]["nbgrader.server_extensions.formgrader"] is False
         # a student's server keeps JupyterHub's own rule: no page may frame it
         assert "tornado_settings" not in server
-        assert student["nbgrader_config.json"] == {"CourseDirectory": {"course_id": "kafka-course"},
-                                                   "Exchange": {"root": str(tmp_path / "exchange")}}
+        assert student["nbgrader_config.json"] == {
+            "CourseDirectory": {"course_id": "kafka-course"},
+            "Exchange": {"root": str(tmp_path / "exchange")},
+        }
 
 
 def test_the_instructors_server_allows_frames_from_itself_only_on_subdomains(monkeypatch, tmp_path):
@@ -83,17 +85,22 @@ def test_the_config_file_refuses_a_hub_that_was_not_prepared(tmp_path, monkeypat
     course_hub.write_jupyter_configs(subdomains=False)
     course_hub.private_dir().mkdir()
     assert course_hub.prepared() == course_hub.jupyter_config_folders()
-    monkeypatch.setenv("COURSE_HUB_SUBDOMAIN_HOST", "http://hub.test:8000")   # changed since
+    monkeypatch.setenv("COURSE_HUB_SUBDOMAIN_HOST", "http://hub.test:8000")  # changed since
     with pytest.raises(course_hub.HubError, match="prepared with other settings"):
         course_hub.prepared()
 
 
 def create_topic(env: dict, topic: str) -> None:
     """Make a topic (and delete it again) with the login a server's environment holds."""
-    with KafkaAdminClient(bootstrap_servers=env["KAFKA_BOOTSTRAP_SERVERS"], security_protocol="SASL_PLAINTEXT",
-                          sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=env["KAFKA_USERNAME"],
-                          sasl_plain_password=env["KAFKA_PASSWORD"], bootstrap_timeout_ms=10_000,
-                          request_timeout_ms=10_000) as admin:
+    with KafkaAdminClient(
+        bootstrap_servers=env["KAFKA_BOOTSTRAP_SERVERS"],
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username=env["KAFKA_USERNAME"],
+        sasl_plain_password=env["KAFKA_PASSWORD"],
+        bootstrap_timeout_ms=10_000,
+        request_timeout_ms=10_000,
+    ) as admin:
         admin.create_topics([NewTopic(topic, 1, 3)])
         admin.delete_topics([topic])
 
@@ -104,14 +111,14 @@ def test_each_server_gets_a_kafka_login_for_its_namespace_only(cluster):
     assert first["KAFKA_BOOTSTRAP_SERVERS"] == cluster.bootstrap_servers
     create_topic(first, "hubtest-ada.events")
     with pytest.raises(TopicAuthorizationFailedError):
-        create_topic(first, "hubtest-bo.events")              # another student's namespace
+        create_topic(first, "hubtest-bo.events")  # another student's namespace
     # the next start of the server resets the password: the old one no longer logs in
     second = course_hub.kafka_login("hubtest-ada")
     assert second["KAFKA_PASSWORD"] != first["KAFKA_PASSWORD"]
     create_topic(second, "hubtest-ada.events")
-    with pytest.raises(KafkaError):       # kafka-python reports it as a failed bootstrap
+    with pytest.raises(KafkaError):  # kafka-python reports it as a failed bootstrap
         create_topic(first, "hubtest-ada.events")
-    create_topic(second, "hubtest-ada.events")       # the cluster itself works: the old password was refused
+    create_topic(second, "hubtest-ada.events")  # the cluster itself works: the old password was refused
 
 
 def test_a_stopped_servers_login_is_revoked_and_the_next_start_makes_a_new_one(cluster):
@@ -121,10 +128,10 @@ def test_a_stopped_servers_login_is_revoked_and_the_next_start_makes_a_new_one(c
     login = course_hub.kafka_login("hubtest-cy")
     create_topic(login, "hubtest-cy.events")
     spawner = SimpleNamespace(user=SimpleNamespace(name="hubtest-cy"), log=logging.getLogger("test-hub"))
-    asyncio.run(course_hub.post_stop_hook()(spawner))       # as JupyterHub calls it when the server stops
+    asyncio.run(course_hub.post_stop_hook()(spawner))  # as JupyterHub calls it when the server stops
     with pytest.raises(KafkaError):
         create_topic(login, "hubtest-cy.events")
-    create_topic(course_hub.kafka_login("hubtest-cy"), "hubtest-cy.events")   # the next start works
+    create_topic(course_hub.kafka_login("hubtest-cy"), "hubtest-cy.events")  # the next start works
 
 
 def test_an_instructors_server_gets_the_course_folder_and_the_admin_login(cluster, tmp_path, monkeypatch):
@@ -134,7 +141,7 @@ def test_an_instructors_server_gets_the_course_folder_and_the_admin_login(cluste
     student = course_hub.server_environment("daemon", STUDENT, configs)
     assert "KAFKA_ADMIN_PASSWORD" not in student and "PYTHONPATH" not in student
     assert student["JUPYTER_CONFIG_PATH"] == str(tmp_path / "s")
-    assert student["COURSE_OWN_CLUSTER_HOME"].startswith(pwd.getpwnam("daemon").pw_dir)   # lab 7's, theirs
+    assert student["COURSE_OWN_CLUSTER_HOME"].startswith(pwd.getpwnam("daemon").pw_dir)  # lab 7's, theirs
     teacher = course_hub.server_environment("nobody", INSTRUCTOR, configs)
     assert teacher["PYTHONPATH"] == str(tmp_path / "course")
     assert teacher["JUPYTER_CONFIG_PATH"] == f"{tmp_path / 'i'}:{tmp_path / 'course'}"
@@ -166,13 +173,13 @@ def test_the_exchange_is_made_before_any_student_can_claim_it(tmp_path, monkeypa
     course, exchange = tmp_path / "course", tmp_path / "exchange"
     course.mkdir()
     daemon = pwd.getpwnam("daemon")
-    os.chown(course, daemon.pw_uid, daemon.pw_gid)          # the instructor who owns the course
+    os.chown(course, daemon.pw_uid, daemon.pw_gid)  # the instructor who owns the course
     monkeypatch.setenv("COURSE_HUB_COURSE", str(course))
     monkeypatch.setenv("COURSE_HUB_EXCHANGE", str(exchange))
     course_hub.prepare_exchange()
-    assert (exchange.stat().st_uid, stat.S_IMODE(exchange.stat().st_mode)) == (0, 0o1777)   # nbgrader's demand, sticky
+    assert (exchange.stat().st_uid, stat.S_IMODE(exchange.stat().st_mode)) == (0, 0o1777)  # nbgrader's demand, sticky
     inbound = (exchange / "kafka-course" / "inbound").stat()
-    assert (inbound.st_uid, stat.S_IMODE(inbound.st_mode)) == (daemon.pw_uid, 0o3733)     # write-only, sticky
+    assert (inbound.st_uid, stat.S_IMODE(inbound.st_mode)) == (daemon.pw_uid, 0o3733)  # write-only, sticky
     # a course folder someone else made first is not taken over
     os.chown(exchange / "kafka-course" / "outbound", 0, 0)
     with pytest.raises(HubError, match="outbound is not a folder of the course's owner"):
@@ -195,14 +202,14 @@ def test_the_shared_clusters_heap_grows_with_the_roster(tmp_path, monkeypatch):
     assert os.environ["COURSE_BROKER_HEAP"] == "256m"
     monkeypatch.delenv("COURSE_BROKER_HEAP")
     roster_of(tmp_path, monkeypatch, capacity.max_students() + 1)
-    with pytest.raises(HubError):     # the kit's 2-core figure
+    with pytest.raises(HubError):  # the kit's 2-core figure
         course_hub.size_cluster()
-    monkeypatch.setenv("COURSE_MAX_PARTITIONS", "6000")   # a hub machine measured to hold more
+    monkeypatch.setenv("COURSE_MAX_PARTITIONS", "6000")  # a hub machine measured to hold more
     roster_of(tmp_path, monkeypatch, capacity.max_students())
     assert capacity.max_students() > 56
     course_hub.size_cluster()
     assert int(os.environ["COURSE_BROKER_HEAP"].removesuffix("m")) > 256
-    monkeypatch.setenv("COURSE_BROKER_HEAP", "1g")     # the admin's choice is kept
+    monkeypatch.setenv("COURSE_BROKER_HEAP", "1g")  # the admin's choice is kept
     assert course_hub.size_cluster().endswith("each broker's heap: 1g.")
 
 

@@ -41,7 +41,7 @@ ARTIFACTS = ROOT / "build" / "test-artifacts" / "hub"
 # What the instructors' copy of the course holds (a checkout: solutions, grader, cluster, data).
 # the course's whole folders (autograder/__init__.py's table), the hub and the instructors' files
 COURSE_FILES = (*layout.GRADER, *layout.STUDENT, "staff", "solutions", "nbgrader_config.py", "hub", "pyproject.toml")
-XSS = '<img src="nowhere.png" onerror="window.pwned = 1; window.top.pwned = 1">'   # a student's markdown
+XSS = '<img src="nowhere.png" onerror="window.pwned = 1; window.top.pwned = 1">'  # a student's markdown
 
 pytestmark = [pytest.mark.heavy]
 
@@ -67,7 +67,7 @@ def free_port() -> int:
 
 @dataclass
 class Hub:
-    url: str              # the hub, as the browser reaches it (a subdomain host)
+    url: str  # the hub, as the browser reaches it (a subdomain host)
     passwords: dict[str, str]
     home: dict[str, Path]
     course: Path
@@ -86,9 +86,9 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 
 def add_user(name: str, home: Path) -> str:
     password = secrets.token_urlsafe(12)
-    subprocess.run(["userdel", "-f", name], capture_output=True)     # a leftover of an interrupted run
+    subprocess.run(["userdel", "-f", name], capture_output=True)  # a leftover of an interrupted run
     run(["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash", name])
-    home.chmod(0o700)          # the hub refuses homes other users may enter
+    home.chmod(0o700)  # the hub refuses homes other users may enter
     run(["chpasswd"], input=f"{name}:{password}\n")
     return password
 
@@ -144,9 +144,13 @@ def hub(cluster):
     course.chmod(0o700)
 
     env = {k: v for k, v in os.environ.items() if k not in ("LAB_NAMESPACE", "KAFKA_USERNAME", "KAFKA_PASSWORD")}
-    env.update(COURSE_HUB_STATE=str(state), COURSE_HUB_STUDENTS=str(top / "students.txt"),
-               COURSE_HUB_INSTRUCTORS=INSTRUCTOR, COURSE_HUB_COURSE=str(course),
-               COURSE_HUB_EXCHANGE=str(top / "exchange"))
+    env.update(
+        COURSE_HUB_STATE=str(state),
+        COURSE_HUB_STUDENTS=str(top / "students.txt"),
+        COURSE_HUB_INSTRUCTORS=INSTRUCTOR,
+        COURSE_HUB_COURSE=str(course),
+        COURSE_HUB_EXCHANGE=str(top / "exchange"),
+    )
     # the users' environment, as a host makes it (the system's Python; the student kit)
     run([sys.executable, "-m", "hub", "install", "--python", str(SYSTEM_PYTHON)], env=env, cwd=ROOT, timeout=1500)
 
@@ -157,23 +161,34 @@ def hub(cluster):
     run([sys.executable, "-m", "hub", "prepare"], env=env, cwd=course)
     with open(log, "w") as out:
         # the hub runs from the instructors' copy (it refuses a checkout others may enter)
-        proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(course / "hub" / "jupyterhub_config.py"),
-                                 f"--JupyterHub.hub_port={hub_port}",
-                                 f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{api_port}"],
-                                cwd=top,
-                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyterhub",
+                "-f",
+                str(course / "hub" / "jupyterhub_config.py"),
+                f"--JupyterHub.hub_port={hub_port}",
+                f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{api_port}",
+            ],
+            cwd=top,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         wait_for(f"http://127.0.0.1:{port}/hub/api/", proc, log)
         yield Hub(url=f"http://hub.test:{port}", passwords=passwords, home=users, course=course, log=log)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)     # the hub stops the users' servers, then itself
+        os.killpg(proc.pid, signal.SIGTERM)  # the hub stops the users' servers, then itself
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(log, ARTIFACTS / "hub.log")
-        if (course / "autograded").exists():        # what the grading wrote, for a failure's reader
+        if (course / "autograded").exists():  # what the grading wrote, for a failure's reader
             shutil.copytree(course / "autograded", ARTIFACTS / "autograded", dirs_exist_ok=True)
         for name in users:
             remove_user(name)
@@ -185,8 +200,10 @@ def browser(hub):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM),
-                              args=["--host-resolver-rules=MAP hub.test 127.0.0.1, MAP *.hub.test 127.0.0.1"])
+        b = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--host-resolver-rules=MAP hub.test 127.0.0.1, MAP *.hub.test 127.0.0.1"],
+        )
         yield b
         b.close()
 
@@ -214,7 +231,7 @@ def settle_dialogs(page) -> list[str]:
         try:
             dialog.first.wait_for(state="detached", timeout=30_000)
         except Exception:
-            pass    # a second dialog of the same kind: answered on the next turn
+            pass  # a second dialog of the same kind: answered on the next turn
     return seen
 
 
@@ -222,24 +239,41 @@ def run_all_cells(page) -> None:
     """Run > Run All Cells in the menu bar (the kernel was just started: no restart).
     JupyterLab marks a cell [*] the moment it sends it to the kernel, however busy the kernel is;
     a command lost while the page settles under CI's load (the kernel idle, every prompt still
-    [ ] ten minutes later, as a screenshot showed once) is given again, after any dialog is answered."""
+    [ ] ten minutes later, as a screenshot showed once) is given again, after any dialog is answered.
+    So is a run whose queue the kernel dropped: a dialog answered just before (JupyterLab's
+    "Select Kernel" starts a new kernel) can replace the kernel under the queued cells, and their
+    [*] marks go back to [ ] with none run (CI, once: the new kernel idle for ten minutes)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    started = page.locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[(\*|\d+)\]")).first
+    prompts = page.locator(".jp-InputPrompt")
+    queued, ran = (prompts.filter(has_text=re.compile(pattern)) for pattern in (r"\[\*\]", r"\[\d+\]"))
     dialogs = []
     for attempt in range(1, 4):
         dialogs += settle_dialogs(page)
         try:
             page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click(timeout=60_000)
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click(timeout=60_000)
-            started.wait_for(state="attached", timeout=60_000)
-            return
+            prompts.filter(has_text=re.compile(r"\[(\*|\d+)\]")).first.wait_for(state="attached", timeout=60_000)
         except PlaywrightTimeout:
             shot(page, f"run-all-not-started-{attempt}")
             if not page.locator(".jp-Dialog").count():
-                page.keyboard.press("Escape")     # a menu left open (a dialog is answered on the next turn)
-    raise AssertionError("Run > Run All Cells started no cell, three times in a row (screenshots in "
-                         f"build/test-artifacts/hub); dialogs answered: {dialogs or 'none'}")
+                page.keyboard.press("Escape")  # a menu left open (a dialog is answered on the next turn)
+            continue
+        # started: done once a cell has run; lost if the queue empties with none run
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if ran.count():
+                return
+            if not queued.count():
+                break
+            time.sleep(0.5)
+        else:
+            return  # still queued after ten minutes: the caller's wait for results says what is wrong
+        shot(page, f"run-all-dropped-{attempt}")
+    raise AssertionError(
+        "Run > Run All Cells ran no cell, three times in a row (screenshots in "
+        f"build/test-artifacts/hub); dialogs answered: {dialogs or 'none'}"
+    )
 
 
 def log_in(browser, hub: Hub, user: str):
@@ -291,7 +325,7 @@ def on_failure(browser, request):
             for j, page in enumerate(context.pages):
                 try:
                     shot(page, f"failed-{i}-{j}")
-                except Exception:    # the page itself may be what broke
+                except Exception:  # the page itself may be what broke
                     pass
 
 
@@ -324,7 +358,7 @@ def test_a_student_and_an_instructor_do_lab1_in_the_browser(hub, browser, on_fai
     solution = nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4)
     # ... and a note meant to run a script where the instructor reads it (the formgrader)
     solution.cells.append(nbformat.v4.new_markdown_cell(XSS))
-    for cell in solution.cells:     # no output yet: every "passed" line below comes from this run
+    for cell in solution.cells:  # no output yet: every "passed" line below comes from this run
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     nbformat.write(solution, fetched)
