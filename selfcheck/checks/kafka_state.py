@@ -7,6 +7,7 @@ import time
 from kafka import KafkaConsumer, TopicPartition
 
 from cluster.clients import in_namespace
+from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, expect
 from .bounded_reads import bounded_poll
@@ -160,5 +161,19 @@ def _offsets(ctx: Context, name: str, which: str) -> dict[int, int]:
 
 def committed_offsets(ctx: Context, group: str, name: str) -> dict[int, int]:
     """partition -> committed offset of the group on the topic (only partitions it committed)."""
-    offsets = ctx.admin.list_group_offsets(ctx.group(group)).get(ctx.group(group), {})
+    from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError
+
+    # The group's coordinator can move between the lookup and the fetch (a broker restarted, its
+    # leaders handed back): the Java client asks again, kafka-python raises (CI: NotCoordinatorError).
+    moved = (NotCoordinatorError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError)
+    fetched = wait_for(
+        lambda: ctx.admin.list_group_offsets(ctx.group(group)),
+        timeout_s=30,
+        until=lambda _: True,
+        every_s=0.5,
+        retry_on=moved,
+    )
+    if not fetched:
+        raise fetched.last
+    offsets = fetched.last.get(ctx.group(group), {})
     return {tp.partition: om.offset for tp, om in offsets.items() if tp.topic == ctx.topic(name)}
