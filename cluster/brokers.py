@@ -544,8 +544,9 @@ class Cluster:
                     refused_since = time.monotonic()
             time.sleep(POLL_S)
 
-    def _login_refused(self, node: Node, account: Account) -> str | None:
-        """None if `account` logs in on `node` and gets an answer; else what went wrong."""
+    def _login_refused(self, node: Node, account: Account, timeout_ms: int = 3000) -> str | None:
+        """None if `account` logs in on `node` and gets an answer; else what went wrong (a plain
+        timeout when the broker did not answer within `timeout_ms`)."""
         from kafka import KafkaAdminClient
         from kafka.protocol.metadata import MetadataRequest
 
@@ -553,8 +554,8 @@ class Cluster:
             try:
                 client = KafkaAdminClient(
                     bootstrap_servers=f"{self.cfg.host}:{self.cfg.port(node.id)}",
-                    bootstrap_timeout_ms=3000,
-                    request_timeout_ms=3000,
+                    bootstrap_timeout_ms=timeout_ms,
+                    request_timeout_ms=timeout_ms,
                     **account.kafka_python(),
                 )
             except Exception as e:
