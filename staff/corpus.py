@@ -255,6 +255,12 @@ LAB9_JOB_BY_HAND = (
 )
 
 # Lab 3's hot-key partitioner, as the solution writes it (the cases below replace it).
+LAB10_JOIN = (  # lab10-q1's solution: the name in use when the flight left
+    '    f, n = flights.alias("f"), names.alias("n")\n'
+    '    in_use = ((F.col("f.carrier") == F.col("n.carrier")) & (F.col("n.since") <= F.col("f.dep_time"))\n'
+    '              & (F.col("n.until").isNull() | (F.col("f.dep_time") < F.col("n.until"))))\n'
+    '    return f.join(n, in_use, "left").select("f.*", "n.name")\n'
+)
 HOT_KEY_SOLUTION = (
     '        spread_by = value["tailnum"].encode() if serialized_key == self.HOT else serialized_key\n'
     "        return partitions[(murmur2(spread_by) & 0x7fffffff) % len(partitions)]"
@@ -2401,7 +2407,7 @@ c.close()
                 "lab10-join",
                 "sub",
                 '    return flights.join(spark.createDataFrame(airlines()).select("carrier", "name"), "carrier", "left")\n',
-                '    return flights.join(names, "carrier", "left")\n',
+                LAB10_JOIN,
             ),
         ),
         fails("lab10-q1"),
@@ -2410,7 +2416,34 @@ c.close()
         "inner-join",
         "lab10",
         "joins the airline names with an inner join, so flights of an airline the table lacks disappear",
-        (Edit("lab10-join", "sub", 'flights.join(names, "carrier")', 'flights.join(names, "carrier", "left")'),),
+        (Edit("lab10-join", "sub", 'f.join(n, in_use, "inner")', 'f.join(n, in_use, "left")'),),
+        fails("lab10-q1"),
+    ),
+    Scenario(
+        "joined-on-the-code-alone",
+        "lab10",
+        "joins the names on the carrier alone, as if each airline had one name, and predicts one row per "
+        "flight: a renamed airline's flights come out twice",
+        (
+            Edit("lab10-join", "sub", '    return flights.join(names, "carrier", "left")\n', LAB10_JOIN),
+            Edit("lab10-predict", "sub", "predicted_rows = 1\n", "predicted_rows = 2\n"),
+        ),
+        fails("lab10-q1"),
+        note="more than once",
+    ),
+    Scenario(
+        "latest-name-only",
+        "lab10",
+        "keeps only the names in use (until is null) and joins on the carrier: no repeats, but a renamed "
+        "airline's earlier flights get its new name, and flights before an airline's first name get one",
+        (
+            Edit(
+                "lab10-join",
+                "sub",
+                '    return flights.join(names.filter(F.col("until").isNull()).select("carrier", "name"), "carrier", "left")\n',
+                LAB10_JOIN,
+            ),
+        ),
         fails("lab10-q1"),
     ),
     Scenario(
@@ -2596,16 +2629,17 @@ c.close()
     Scenario(
         "other-styles",
         "lab10",
-        "airline names looked up by a Python UDF, the weather joined with Column "
+        "airline names joined by a SQL condition (BETWEEN, coalesce), the weather joined with Column "
         "expressions (between, a renamed column, other watermarks), the table upserted from pandas with "
         "INSERT OR REPLACE and ISO hours",
         (
             Edit(
                 "lab10-join",
                 "sub",
-                "name_of = {r['carrier']: r['name'] for r in names.collect()}\n"
-                "    return flights.withColumn('name', F.udf(name_of.get)('carrier'))",
-                'return flights.join(names, "carrier", "left")',
+                "    return (flights.alias('f').join(names.alias('n'), F.expr(\n"
+                "        \"f.carrier = n.carrier AND f.dep_time BETWEEN n.since AND coalesce(n.until, TIMESTAMP '9999-12-31')\"),\n"
+                "        'left_outer').select('f.*', 'name'))\n",
+                LAB10_JOIN,
             ),
             Edit(
                 "lab10-weather",

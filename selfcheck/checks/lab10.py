@@ -1,11 +1,12 @@
 """Lab 10, Spark streams that meet: a stream joined to a table of the grader's (every flight
-kept, its airline's name), two streams joined whose state must not grow forever (flights with
-their hour's weather), and a foreachBatch sink that must stay right when Spark replays a
-micro-batch.
+kept once, with the name its airline had when it left), two streams joined whose state must not
+grow forever (flights with their hour's weather), and a foreachBatch sink that must stay right
+when Spark replays a micro-batch.
 
 Every check reads flights the grader wrote itself, with lab 9's generator: a seeded day of
 January (not the day the notebook uses) with flights of a made-up carrier mixed in, and weather
-reports with seeded temperatures, so answers worked out from the public dataset cannot match."""
+reports with seeded temperatures, and airline names with a seeded tag that change during the day,
+so answers worked out from the public dataset cannot match."""
 
 from __future__ import annotations
 
@@ -16,11 +17,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
-from . import CheckFailed, Context, check, expect, in_sandbox
+from . import CheckFailed, Context, check, expect, in_sandbox, prediction, prediction_feedback
 from .kafka_state import graders_topic
 from .lab9 import (
     FAKE_CARRIER,
-    KERNEL_SPARK,
     MAX_OUTPUT_ROWS,
     POLICY as LAB9_POLICY,
     SCHEMA,
@@ -50,22 +50,75 @@ def when_reported(report: dict) -> datetime:
     return datetime.strptime(report["time_hour"], TIME_FORMAT)
 
 
-# --- lab10-q1: a stream joined to a table ------------------------------------------------
+# --- lab10-q1: a stream joined to a table whose rows change over time ------------------------
+
+NAMES_SCHEMA = "carrier STRING, name STRING, since TIMESTAMP, until TIMESTAMP"
+SINCE_EVER = datetime(2013, 1, 1)  # the names in use when the data starts
+PREDICTED_ROWS = 2  # the notebook's demo: one flight of an airline with two names, joined on the code alone
+
+
+def names_table(rows: list[list]):
+    """Run in the student's kernel: the grader's names, as a table of NAMES_SCHEMA (times UTC)."""
+    from cluster.spark import spark_session
+
+    def at(text):
+        return None if text is None else datetime.strptime(text, TIME_FORMAT).replace(tzinfo=UTC)
+
+    return spark_session().createDataFrame([(c, n, at(s), at(u)) for c, n, s, u in rows], NAMES_SCHEMA)
+
+
+def graders_names(ctx: Context, events: list[dict]) -> list[list]:
+    """The course's airlines with a seeded tag in each name, as versions (carrier, name, since,
+    until): one carrier of the day missing, one renamed at a seeded moment between its flights, one
+    whose only name starts halfway through its flights (those before have no name). A rename falls
+    on a half minute, never on a flight's time, so `until` inclusive or not is the same."""
+    from cluster.lab import airlines
+
+    tag = f" #{ctx.rng.randrange(1000, 10000)}"
+    busy: dict[str, list[datetime]] = defaultdict(list)
+    for e in events:
+        if e["carrier"] != FAKE_CARRIER:
+            busy[e["carrier"]].append(when(e))
+    often = sorted(c for c, times in busy.items() if len(times) >= 4)
+    renamed, late = ctx.rng.sample(often, 2)
+    gone = ctx.rng.choice(sorted(set(busy) - {renamed, late}))
+
+    def between(times: list[datetime]) -> datetime:
+        times = sorted(times)
+        a, b = times[len(times) // 4], times[3 * len(times) // 4]
+        return (a + (b - a) * ctx.rng.random()).replace(second=30, microsecond=0)
+
+    rows = []
+    for a in airlines():
+        c, name = a["carrier"], a["name"] + tag
+        if c == gone:
+            continue
+        if c == renamed:
+            at = between(busy[c])
+            rows += [[c, name, iso(SINCE_EVER), iso(at)], [c, f"{a['name']} (renamed){tag}", iso(at), None]]
+        elif c == late:
+            rows.append([c, name, iso(between(busy[c])), None])
+        else:
+            rows.append([c, name, iso(SINCE_EVER), None])
+    return rows
+
+
+def name_then(rows: list[list], carrier: str, t: datetime) -> str | None:
+    """The name a carrier had at t: since <= t < until (until None: still in use)."""
+    for c, name, since, until in rows:
+        if c == carrier and datetime.strptime(since, TIME_FORMAT) <= t:
+            if until is None or t < datetime.strptime(until, TIME_FORMAT):
+                return name
+    return None
 
 
 @check("lab10-q1", kernel_runs="the question runs Spark, a child of the kernel")
-def joins_airline_names(ctx: Context) -> None:
-    """with_airline(flights, names) gives every flight its airline's name, and keeps flights of unknown airlines"""
-    from cluster.lab import airlines
-
+def joins_airline_names(ctx: Context) -> str:
+    """with_airline(flights, names) gives every flight, once, the name its airline had when it left, and keeps flights without one"""
     events = graders_flights(ctx)
     topic = flights_topic(ctx, events)
-    # A names table of the grader's own: the course's airlines with a seeded tag in each name, less
-    # one carrier of the day, so names looked up anywhere but in the table given are wrong.
-    tag = f" #{ctx.rng.randrange(1000, 10000)}"
-    gone = ctx.rng.choice(sorted({e["carrier"] for e in events if e["carrier"] != FAKE_CARRIER}))
-    table = [{"carrier": a["carrier"], "name": a["name"] + tag} for a in airlines() if a["carrier"] != gone]
-    names = f"{KERNEL_SPARK}.spark_session().createDataFrame({table!r}, 'carrier STRING, name STRING')"
+    table = graders_names(ctx, events)
+    names = f"{IN_KERNEL}.names_table({table!r})"
     parsed = f"{LAB9}.reference_flights({topic!r})"
     rows = ctx.sub.value(
         f"[(r['id'], r['name']) for r in with_airline({parsed}, {names}).collect()]", timeout=SPARK_VALUE_S
@@ -75,26 +128,56 @@ def joins_airline_names(ctx: Context) -> None:
         "with_airline(flights, names) should return a DataFrame with a name column",
         found=str(rows)[:200],
     )
-    name_of = {a["carrier"]: a["name"] for a in table}
-    want = sorted(((e["id"], name_of.get(e["carrier"])) for e in events), key=str)
-    got = sorted((tuple(r) for r in rows), key=str)
-    unknown = sorted(e["id"] for e in events if e["carrier"] not in name_of)
-    dropped = sorted(set(unknown) - {r[0] for r in got})
+    want = {e["id"]: name_then(table, e["carrier"], when(e)) for e in events}
+    got: dict[str, list] = defaultdict(list)
+    for flight, name in rows:
+        got[flight].append(name)
+    nameless = sorted(i for i, name in want.items() if name is None)
+    dropped = sorted(set(nameless) - set(got))
     expect(
         not dropped,
-        f"flights of carriers that are not in names, on {topic}",
-        expected=f"all {len(unknown)} kept, with no name (None)",
+        f"flights whose carrier had no name in names when they left, on {topic}",
+        expected=f"all {len(nameless)} kept, with no name (None)",
         found=f"{len(dropped)} missing, e.g. {dropped[:2]}",
-        hint="An inner join drops a flight whose carrier has no row in names: a new airline's flights would "
-        'vanish from the stream. Use a left join (how="left").',
+        hint="A flight that finds no row in names must stay in the result: an inner join drops it, so a new "
+        "airline's flights would vanish from everything downstream. Keep every flight (a left join, the "
+        "stream on the left).",
     )
+    twice = sorted(i for i, found in got.items() if len(found) > 1)
     expect(
-        got == want,
+        not twice,
+        f"flights that come out more than once, on {topic}",
+        expected="each flight once",
+        found=f"{len(twice)}, e.g. {twice[0]} with {got[twice[0]]}" if twice else "none",
+        hint="An airline renamed during the day has two rows in names: joined on the code alone, each of its "
+        "flights meets both. Join on the carrier and on the time: since <= dep_time < until (until null: "
+        "the name still in use).",
+    )
+    wrong = sorted((i, got[i][0], want[i]) for i in want if i in got and got[i][0] != want[i])
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    expect(
+        not (wrong or missing or extra),
         f"(id, name) of the flights on {topic}",
-        expected=f"{len(want)} rows, e.g. {want[:2]}",
-        found=f"{len(got)} rows, e.g. {got[:2]}",
-        hint="Join on carrier and keep the column `name` of the names table you are given (the grader's "
-        "differs from the course's); each flight once.",
+        expected=f"{len(want)} flights, each with the name its airline had when it left, e.g. "
+        f"{next(iter(want.items()))}",
+        found=f"wrong names: {len(wrong)} e.g. {wrong[:1]}; missing: {missing[:2]}; not expected: {extra[:2]}",
+        hint="Use the names table you are given (the grader's differs from the course's, and changes names "
+        "during the day): a flight takes the row of its carrier whose since <= dep_time < until.",
+    )
+    predicted = prediction(
+        ctx,
+        "predicted_rows",
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+        "a whole number, e.g. 1",
+        "how many rows one flight of an airline with two names gives, joined on the code alone",
+    )
+    return prediction_feedback(
+        "predicted_rows",
+        predicted,
+        PREDICTED_ROWS,
+        "A join pairs each row with every row of the other side that meets the condition: on the code "
+        "alone, a flight meets each name its airline ever had.",
     )
 
 
