@@ -1768,6 +1768,22 @@ c.close()
     # grading starts three brokers, so each scenario makes two mistakes (or two other styles) in
     # independent parts: the checks of different parts share nothing.
     Scenario(
+        "stopped-broker-predicted-gone",
+        "lab7",
+        "right partition_state, and a prediction that a stopped broker leaves both the replica list and the "
+        "ISR (wrong, not scored: the part's result says so)",
+        (
+            Edit(
+                "lab7-predict-isr",
+                "sub",
+                'predicted_broker3 = {"replicas": False, "in_sync": False}\n',
+                'predicted_broker3 = {"replicas": True, "in_sync": False}\n',
+            ),
+        ),
+        fails(),
+        note="you predicted {'replicas': False, 'in_sync': False}",
+    ),
+    Scenario(
         "isr-from-replicas-and-acks-1-needs-min-isr",
         "lab7",
         "reports every replica as in sync "
@@ -2696,6 +2712,22 @@ c.close()
         fails(),
     ),
     # --- lab 11: schemas and evolution ---------------------------------------------------------
+    Scenario(
+        "restart-predicted-to-copy-again",
+        "lab11",
+        "right connectors, and a prediction that the restarted source sends the whole file again (wrong, not "
+        "scored: the part's result says so)",
+        (
+            Edit(
+                "lab11-predict-restart",
+                "sub",
+                "predicted_records = 2 * len(flights) + 10\n",
+                "predicted_records = len(flights) + 10\n",
+            ),
+        ),
+        fails(),
+        note="you predicted 1686",
+    ),
     Scenario(
         "avro-with-header",
         "lab11",

@@ -623,7 +623,7 @@ def file_lines(folder, name: str) -> list[str]:
 # sandbox, in a folder of the grader's (ctx.private_dir) that only the worker's own sandbox can
 # write, and its REST API answers only the grader (private_rest).
 @check("lab11-q4")
-def connect_moves_files(ctx: Context) -> None:
+def connect_moves_files(ctx: Context) -> str:
     """source_config and sink_config: a file into a topic (resumed after a restart, no line twice), a topic into a file"""
     from kafka import KafkaProducer
 
@@ -707,3 +707,19 @@ def connect_moves_files(ctx: Context) -> None:
         hint="Each line once, in order: the worker keeps the source's position in its offsets file.",
     )
     expect_equal(file_lines(folder, out.name), sent, "the sink's file")
+    predicted = prediction(
+        ctx,
+        "predicted_records",
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() and v >= 0,
+        "a whole number, e.g. 100",
+        "how many records csv_topic holds after 10 lines are appended and the worker restarts with its folder",
+    )
+    from cluster.lab import departures
+
+    return f"{len(lines)} lines, each once after a restart; " + prediction_feedback(
+        "predicted_records",
+        int(predicted),
+        len(departures(day=1)) + 10,  # what the notebook's restart demo shows, on any machine
+        "The worker keeps the source's position (a byte offset) in its offsets file and goes on from there: "
+        "only the appended lines are sent.",
+    )

@@ -111,6 +111,9 @@ LESSONS = {
         r"\$ kafka-configs\.sh --describe [^\n]+\nDynamic configs for topic \S+ are:\n  retention\.ms=86400000 ",
     ],
     "lab7": [
+        r"broker 3 among every partition's replicas: True \| among any partition's in-sync replicas: False "
+        r"\| you predicted: \{'replicas': True, 'in_sync': False\}",  # the list is fixed, the ISR is who is up
+        r"predicted_broker3: right, the demo showed the same",  # lab7-q1's feedback
         r"killed broker \d: partition 0 had a new leader, broker \d, after ([2-9]|1\d)\.\d s",  # the 3 s session timeout
         r"stopped broker \d cleanly: partition 1 had a new leader, broker \d, after [0-4]\.\d s",  # handed over first
         r"killed the active controller \d: controller \d took over after \d+\.\d s",
@@ -212,6 +215,8 @@ LESSONS = {
         r"lab11-q1 passed",
         r"lab11-q2 passed",
         r"lab11-q3 passed",
+        r"records on \S+: (\d+) \(838 before the restart, 10 lines appended\) \| distinct: \1 \| you predicted 848",
+        r"predicted_records: right, the demo showed the same",  # lab11-q4's feedback
         r"lab11-q4 passed",
     ],
     "lab5": [
