@@ -559,8 +559,12 @@ class Cluster:
                     **account.kafka_python(),
                 )
             except Exception as e:
-                # a refused password surfaces as a bootstrap timeout; its cause was only logged
+                # a refused password surfaces as a bootstrap timeout; its cause was only logged,
+                # and a log record can be lost (a logging set-up elsewhere in the process): ask
+                # librdkafka too, which reports a refusal to its error callback
                 e = next((k for k in kept.errors if type(k).__name__ in AUTH_REFUSALS), e)
+                if type(e).__name__ not in AUTH_REFUSALS and (refusal := self._refusal_seen(node, account, timeout_ms)):
+                    return f"SaslAuthenticationFailedError: {refusal}"
                 return f"{type(e).__name__}: {e}"
             try:
                 ask(client, MetadataRequest(topics=[]), node.id)
@@ -569,6 +573,29 @@ class Cluster:
                 return f"{type(e).__name__}: {e}"
             finally:
                 client.close()
+
+    def _refusal_seen(self, node: Node, account: Account, timeout_ms: int) -> str | None:
+        """What librdkafka says when `account` logs in on `node`, if it is a refused login (its
+        error callback gets _AUTHENTICATION, within ~0.3 s of the broker's answer); else None."""
+        from confluent_kafka import KafkaError
+        from confluent_kafka.admin import AdminClient
+
+        errors: list = []
+        client = AdminClient(
+            {
+                "bootstrap.servers": f"{self.cfg.host}:{self.cfg.port(node.id)}",
+                **account.librdkafka(),
+                "error_cb": errors.append,
+                "log_level": 0,
+            }
+        )
+
+        def refusals() -> list:
+            client.poll(0.2)  # serves the error callback
+            return [x for x in errors if x.code() == KafkaError._AUTHENTICATION]
+
+        seen = wait_for(refusals, timeout_s=timeout_ms / 1000, every_s=0)
+        return seen.last[0].str() if seen else None
 
     @contextlib.contextmanager
     def stopped(self, broker: int, kill: bool = False):

@@ -170,6 +170,20 @@ def test_a_login_refused_for_its_password_is_told_from_a_broker_still_starting(c
     assert answers[-1] is not None and answers[-1].startswith(AUTH_REFUSALS), answers
 
 
+def test_a_refused_login_is_read_without_the_log(cluster):
+    # The second way a refusal is told: librdkafka's error callback (kafka-python's refusal reaches
+    # the wait only through a log record, which CI lost twice in a full run). Fails without it:
+    # the wrong password's result would be None, like the right one's.
+    from cluster.accounts import Account
+    from cluster.brokers import PROBE_USER
+
+    node = cluster.nodes[1]
+    probe = cluster.secrets.student(PROBE_USER)
+    refusal = cluster._refusal_seen(node, Account(PROBE_USER, probe.password + "x"), timeout_ms=10_000)
+    assert refusal is not None and "Authentication failed" in refusal, refusal
+    assert cluster._refusal_seen(node, probe, timeout_ms=2_000) is None
+
+
 def test_port_in_use_is_named_and_nothing_changes(cluster, tmp_path):
     # Another cluster folder, but the running cluster's ports.
     other = Cluster(settings.Settings(home=tmp_path / "other", port_base=cluster.cfg.port_base))
