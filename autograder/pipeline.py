@@ -90,7 +90,7 @@ def course_labs() -> list[str]:
     """The course's labs, in order: every solutions/<lab>/<lab>.ipynb (the one list of them)."""
     return sorted(
         (p.name for p in sources().iterdir() if (p / f"{p.name}.ipynb").exists()), key=lambda name: (len(name), name)
-    )  # lab10 after lab9
+    )  # lab11 after lab9
 
 
 def grading_secret() -> bytes:

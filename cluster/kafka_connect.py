@@ -11,7 +11,7 @@ file of its folder (so a restart goes on where it stopped).
 The worker's own log is `connect.log` in its folder; its REST API (http://127.0.0.1:PORT) shows
 what a distributed worker would: `GET /connectors/NAME/status`.
 
-The grader runs its worker differently (selfcheck/checks/lab10.py): inside the grading's
+The grader runs its worker differently (selfcheck/checks/lab11.py): inside the grading's
 sandbox (`launch`), in a folder of the grader's that student code cannot write, and with
 `private_rest=True`: the REST API then answers only requests with a password of the worker's
 own (Kafka's basic-auth REST extension), so no other program on the machine can add a

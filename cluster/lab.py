@@ -11,9 +11,9 @@ KafkaProducer(**lab.connection)  # every client: the servers and your login
 Producer(lab.librdkafka_connection())   # the same for confluent-kafka (librdkafka)
 flights = load_flights(day=1)    # January 2013 flights from New York City, as dicts
 events = departures(day=1)       # lab 9: the flights that left, as events in event-time order
-names = airlines()               # lab 9: {"carrier": "9E", "name": "Endeavor Air Inc."}, ...
-reports = weather(day=1)         # lab 9: the airports' hourly weather, as events
-Replay(events, 3600).send(producer, topic)   # lab 9: events sent as they happened, an hour a second
+names = airlines()               # lab 10: {"carrier": "9E", "name": "Endeavor Air Inc."}, ...
+reports = weather(day=1)         # lab 10: the airports' hourly weather, as events
+Replay(events, 3600).send(producer, topic)   # lab 10: events sent as they happened, an hour a second
 """
 
 from __future__ import annotations
@@ -330,7 +330,7 @@ def departure_time(flight: dict) -> str | None:
 
 
 def departures(day: int | None = None) -> list[dict]:
-    """Lab 9's events: one per flight that left (cancelled ones never did), in the order they
+    """Labs 9 and 10's events: one per flight that left (cancelled ones never did), in the order they
     left: {"id", "carrier", "origin", "dest", "tailnum", "dep_delay", "dep_time"}, dep_time being
     the event time (UTC, ISO 8601)."""
     events = []
@@ -414,7 +414,7 @@ WEATHER_COLUMNS = ("temp", "wind_speed", "visib", "precip")
 
 
 def weather(day: int | None = None) -> list[dict]:
-    """Lab 9's second stream: the hourly weather reports of the three airports, in time order,
+    """Lab 10's second stream: the hourly weather reports of the three airports, in time order,
     as {"origin", "time_hour", "temp", "wind_speed", "visib", "precip"}. time_hour is the UTC
     hour a report describes (ISO 8601, as departures' dep_time); temperature in °F, wind in mph,
     visibility in miles, precipitation in inches; a value the station did not report is None.

@@ -255,6 +255,12 @@ LAB9_JOB_BY_HAND = (
 )
 
 # Lab 3's hot-key partitioner, as the solution writes it (the cases below replace it).
+LAB10_JOIN = (  # lab10-q1's solution: the name in use when the flight left
+    '    f, n = flights.alias("f"), names.alias("n")\n'
+    '    in_use = ((F.col("f.carrier") == F.col("n.carrier")) & (F.col("n.since") <= F.col("f.dep_time"))\n'
+    '              & (F.col("n.until").isNull() | (F.col("f.dep_time") < F.col("n.until"))))\n'
+    '    return f.join(n, in_use, "left").select("f.*", "n.name")\n'
+)
 HOT_KEY_SOLUTION = (
     '        spread_by = value["tailnum"].encode() if serialized_key == self.HOT else serialized_key\n'
     "        return partitions[(murmur2(spread_by) & 0x7fffffff) % len(partitions)]"
@@ -1762,6 +1768,22 @@ c.close()
     # grading starts three brokers, so each scenario makes two mistakes (or two other styles) in
     # independent parts: the checks of different parts share nothing.
     Scenario(
+        "stopped-broker-predicted-gone",
+        "lab7",
+        "right partition_state, and a prediction that a stopped broker leaves both the replica list and the "
+        "ISR (wrong, not scored: the part's result says so)",
+        (
+            Edit(
+                "lab7-predict-isr",
+                "sub",
+                'predicted_broker3 = {"replicas": False, "in_sync": False}\n',
+                'predicted_broker3 = {"replicas": True, "in_sync": False}\n',
+            ),
+        ),
+        fails(),
+        note="you predicted {'replicas': False, 'in_sync': False}",
+    ),
+    Scenario(
         "isr-from-replicas-and-acks-1-needs-min-isr",
         "lab7",
         "reports every replica as in sync "
@@ -2273,9 +2295,7 @@ c.close()
     Scenario(
         "answers-from-the-csv",
         "lab9",
-        "parse() and hourly_delays() ignore their input and build their "
-        "answer from the public dataset, and with_airline ignores the names it is given and joins the "
-        "course's table of airlines (shortcut)",
+        "parse() and hourly_delays() ignore their input and build their answer from the public dataset (shortcut)",
         (
             Edit(
                 "lab9-parse",
@@ -2285,29 +2305,14 @@ c.close()
                 '    return raw.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("f")).select("f.*")\n',
             ),
             Edit("lab9-hourly", "sub", "return (parse(None).withWatermark", "return (flights.withWatermark"),
-            Edit(
-                "lab9-join",
-                "sub",
-                '    return flights.join(spark.createDataFrame(airlines()).select("carrier", "name"), "carrier", "left")\n',
-                '    return flights.join(names, "carrier", "left")\n',
-            ),
         ),
-        fails("lab9-q1", "lab9-q2", "lab9-q4"),
-    ),
-    Scenario(
-        "inner-join",
-        "lab9",
-        "joins the airline names with an inner join, so flights of an airline the table lacks disappear",
-        (Edit("lab9-join", "sub", 'flights.join(names, "carrier")', 'flights.join(names, "carrier", "left")'),),
-        fails("lab9-q4"),
+        fails("lab9-q1", "lab9-q2"),
     ),
     Scenario(
         "other-styles",
         "lab9",
         "parse with get_json_object and casts, windows as SQL expressions and a "
-        "mean, a job with smaller micro-batches, airline names looked up by a Python UDF, the weather joined "
-        "with Column expressions (between, a renamed column, other watermarks), the table upserted "
-        "from pandas with INSERT OR REPLACE and ISO hours, and a wrong prediction in numpy booleans (both "
+        "mean, a job with smaller micro-batches, and a wrong prediction in numpy booleans (both "
         "late flights counted)",
         (
             Edit(
@@ -2330,36 +2335,6 @@ c.close()
             ),
             Edit("lab9-job", "sub", 'maxOffsetsPerTrigger="60"', 'maxOffsetsPerTrigger="100"'),
             Edit(
-                "lab9-join",
-                "sub",
-                "name_of = {r['carrier']: r['name'] for r in names.collect()}\n"
-                "    return flights.withColumn('name', F.udf(name_of.get)('carrier'))",
-                'return flights.join(names, "carrier", "left")',
-            ),
-            Edit(
-                "lab9-weather",
-                "replace",
-                "def with_weather(flights, weather):\n"
-                "    fl = flights.withWatermark('dep_time', '90 minutes')\n"
-                "    wx = weather.withWatermark('time_hour', '1 hour').withColumnRenamed('origin', 'airport')\n"
-                "    return fl.join(wx, (fl.origin == wx.airport)\n"
-                "                   & fl.dep_time.between(wx.time_hour, wx.time_hour + F.expr('INTERVAL 59 MINUTES 59 SECONDS')))\n",
-            ),
-            Edit(
-                "lab9-upsert",
-                "replace",
-                "import sqlite3\n\n\n"
-                "def save_batch(batch, batch_id):\n"
-                "    frame = batch.withColumn('hour', F.date_format('hour', \"yyyy-MM-dd'T'HH:mm:ss'Z'\")).toPandas()\n"
-                "    db = sqlite3.connect('delays.db')\n"
-                "    db.execute('CREATE TABLE IF NOT EXISTS hourly (hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL, '\n"
-                "               'UNIQUE (hour, origin))')\n"
-                "    db.executemany('INSERT OR REPLACE INTO hourly VALUES (:hour, :origin, :flights, :avg_delay)',\n"
-                "                   frame.to_dict('records'))\n"
-                "    db.commit()\n"
-                "    db.close()\n",
-            ),
-            Edit(
                 "lab9-predict",
                 "sub",
                 "import numpy as np\npredicted_counted = dict(closed=np.True_, open=np.bool_(1))\n",
@@ -2368,186 +2343,6 @@ c.close()
         ),
         fails(),
         note="you predicted {'closed': True, 'open': True}",
-    ),
-    Scenario(
-        "no-watermarks-plain-insert",
-        "lab9",
-        "joins flights and weather without watermarks (right rows, "
-        "but the join's state keeps every flight and report forever), and save_batch inserts rows without a "
-        "key, so a replayed micro-batch or an updated hour is there twice",
-        (
-            Edit(
-                "lab9-weather",
-                "sub",
-                '    f = flights.alias("f")\n    w = weather.alias("w")\n',
-                '    f = flights.withWatermark("dep_time", "2 hours").alias("f")\n'
-                '    w = weather.withWatermark("time_hour", "2 hours").alias("w")\n',
-            ),
-            Edit(
-                "lab9-upsert",
-                "replace",
-                "import sqlite3\n\n\n"
-                "def save_batch(batch, batch_id):\n"
-                "    rows = batch.select(F.date_format('hour', 'yyyy-MM-dd HH:mm:ss'), 'origin', 'flights', 'avg_delay').collect()\n"
-                "    with sqlite3.connect('delays.db') as db:\n"
-                "        db.execute('CREATE TABLE IF NOT EXISTS hourly (hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL)')\n"
-                "        db.executemany('INSERT INTO hourly VALUES (?, ?, ?, ?)', [tuple(r) for r in rows])\n",
-            ),
-        ),
-        fails("lab9-q5", "lab9-q6"),
-    ),
-    Scenario(
-        "weather-from-the-package-table-replaced",
-        "lab9",
-        "with_weather ignores the weather stream and joins "
-        "the flights with the course's table of the public weather (a stream-static join: no state, no "
-        "watermark needed; shortcut), and save_batch empties the table before writing each batch, into a table "
-        "with a NOT NULL column of its own (a grader that could not add its row once skipped the restart)",
-        (
-            Edit(
-                "lab9-weather",
-                "replace",
-                "def with_weather(flights, weather):\n"
-                "    from cluster.lab import weather as public_weather\n"
-                "    table = spark.createDataFrame(public_weather()).withColumn('time_hour', F.to_timestamp('time_hour'))\n"
-                "    return (flights.join(table, (flights.origin == table.origin)\n"
-                "                         & (F.date_trunc('hour', flights.dep_time) == table.time_hour))\n"
-                "            .drop(table.origin))\n",
-            ),
-            Edit(
-                "lab9-upsert",
-                "sub",
-                '        db.execute("DELETE FROM hourly")\n        db.executemany(',
-                "        db.executemany(",
-            ),
-            Edit("lab9-upsert", "sub", 'avg_delay REAL, run TEXT NOT NULL, "', 'avg_delay REAL, "'),
-            Edit("lab9-upsert", "sub", "VALUES (?, ?, ?, ?, 'live')", "VALUES (?, ?, ?, ?)"),
-        ),
-        fails("lab9-q5", "lab9-q6"),
-        note="could not add a row of an earlier run",
-    ),
-    Scenario(
-        "two-hour-bounds-local-hours",
-        "lab9",
-        "a flight may meet the reports of two hours (the bound is 2 "
-        "hours), and on a laptop in India's time zone save_batch writes the hours collect() gives, local "
-        "times",
-        (
-            Edit("lab9-setup", "before", "import os, time\nos.environ['TZ'] = 'Asia/Kolkata'\ntime.tzset()\n"),
-            Edit("lab9-weather", "sub", "INTERVAL 2 HOURS", "INTERVAL 1 HOUR"),
-            Edit(
-                "lab9-upsert",
-                "sub",
-                "rows = [(str(r.hour), r.origin, r.flights, r.avg_delay) for r in batch.collect()]",
-                'rows = batch.select(F.date_format("hour", "yyyy-MM-dd HH:mm:ss"), "origin", "flights", "avg_delay").collect()',
-            ),
-        ),
-        fails("lab9-q5", "lab9-q6"),
-    ),
-    Scenario(
-        "zero-watermarks-table-from-memory",
-        "lab9",
-        "watermarks of 0 seconds (each stream comes in order, "
-        "nearly), so an airport's report that comes after the others' of its hour is dropped; save_batch "
-        "keeps every row it was given in a dict and writes the whole table anew from it each time, its hours "
-        "with two spaces before the clock (a grader that could not write such an hour once skipped the restart)",
-        (
-            Edit(
-                "lab9-weather",
-                "sub",
-                '    f = flights.withWatermark("dep_time", "0 seconds").alias("f")\n'
-                '    w = weather.withWatermark("time_hour", "0 seconds").alias("w")\n',
-                '    f = flights.withWatermark("dep_time", "2 hours").alias("f")\n'
-                '    w = weather.withWatermark("time_hour", "2 hours").alias("w")\n',
-            ),
-            Edit(
-                "lab9-upsert",
-                "replace",
-                "import sqlite3\n\nSEEN = {}\n\n\n"
-                "def save_batch(batch, batch_id):\n"
-                "    for r in batch.select(F.date_format('hour', 'yyyy-MM-dd  HH:mm').alias('hour'), 'origin', "
-                "'flights', 'avg_delay').collect():\n"
-                "        SEEN[(r.hour, r.origin)] = (r.flights, r.avg_delay)\n"
-                "    with sqlite3.connect('delays.db') as db:\n"
-                "        db.execute('DROP TABLE IF EXISTS hourly')\n"
-                "        db.execute('CREATE TABLE hourly (hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL)')\n"
-                "        db.executemany('INSERT INTO hourly VALUES (?, ?, ?, ?)', [k + v for k, v in SEEN.items()])\n",
-            ),
-        ),
-        fails("lab9-q5", "lab9-q6"),
-        note="a restarted job remembers nothing",
-    ),
-    # 5 days: the grader moves the stream 3 days past the day's last flight, and the day's reports
-    # and flights span up to 28 hours in UTC; with 4 days some seeds let the first hour go.
-    Scenario(
-        "days-of-watermark-minute-hours",
-        "lab9",
-        "watermarks of 5 days to be safe, so the join keeps the "
-        "whole day in its state; the table's hours written to the minute (right)",
-        (
-            Edit("lab9-weather", "sub", '"5 days"', '"2 hours"'),
-            Edit(
-                "lab9-upsert",
-                "sub",
-                'F.date_format("hour", "yyyy-MM-dd HH:mm")',
-                'F.date_format("hour", "yyyy-MM-dd HH:mm:ss")',
-            ),
-        ),
-        fails("lab9-q5"),
-        note="three days after the others",
-    ),
-    Scenario(
-        "weather-read-as-a-table",
-        "lab9",
-        "with_weather reads the reports from their topic as a table "
-        "(spark.read) and joins each micro-batch of flights to it: no state and no watermark to think of, "
-        "but the reports it reads are the notebook's, not those of the stream it was given (shortcut)",
-        (
-            Edit(
-                "lab9-weather",
-                "replace",
-                "def with_weather(flights, weather):\n"
-                '    reports = (spark.read.format("kafka").options(**kafka_options(weather_topic)).load()\n'
-                '               .select(F.from_json(F.col("value").cast("string"), WEATHER_SCHEMA).alias("e"))'
-                '.select("e.*"))\n'
-                '    f, w = flights.alias("f"), reports.alias("w")\n'
-                '    return f.join(w, F.expr("f.origin = w.origin AND f.dep_time >= w.time_hour "\n'
-                '                            "AND f.dep_time < w.time_hour + INTERVAL 1 HOUR")).select(\n'
-                '        "f.*", "w.time_hour", "w.temp", "w.wind_speed", "w.visib", "w.precip")\n',
-            ),
-        ),
-        fails("lab9-q5"),
-        note="only an example cell of the notebook defines",
-    ),
-    Scenario(
-        "batch-ids-kept-beside-the-rows",
-        "lab9",
-        "save_batch keeps the ids of the micro-batches it wrote in "
-        "a second table of delays.db, written in the same transaction as the rows, and skips a batch it has "
-        "seen; rows replaced by key (right: idempotent another way)",
-        (
-            Edit(
-                "lab9-upsert",
-                "replace",
-                "import sqlite3\n\n\n"
-                "def save_batch(batch, batch_id):\n"
-                '    rows = batch.select(F.date_format("hour", "yyyy-MM-dd HH:mm:ss"), "origin", "flights", '
-                '"avg_delay").collect()\n'
-                '    db = sqlite3.connect("delays.db")\n'
-                "    try:\n"
-                "        with db:     # the rows and the batch's id: both or neither\n"
-                '            db.execute("CREATE TABLE IF NOT EXISTS hourly (hour TEXT, origin TEXT, flights INTEGER, "\n'
-                '                       "avg_delay REAL, PRIMARY KEY (hour, origin))")\n'
-                '            db.execute("CREATE TABLE IF NOT EXISTS batches (id INTEGER PRIMARY KEY)")\n'
-                '            if db.execute("SELECT 1 FROM batches WHERE id = ?", (batch_id,)).fetchone():\n'
-                "                return\n"
-                '            db.executemany("INSERT OR REPLACE INTO hourly VALUES (?, ?, ?, ?)", [tuple(r) for r in rows])\n'
-                '            db.execute("INSERT INTO batches VALUES (?)", (batch_id,))\n'
-                "    finally:\n"
-                "        db.close()\n",
-            ),
-        ),
-        fails(),
     ),
     Scenario(
         "job-without-spark",
@@ -2563,8 +2358,7 @@ c.close()
         "job-with-an-idle-spark",
         "lab9",
         "the job without Spark above, plus a Spark session started and "
-        "left idle so that a driver is seen running; save_batch writes the day's table worked out from the "
-        "notebook's events, whatever batch it is given (shortcut)",
+        "left idle so that a driver is seen running (shortcut)",
         (
             Edit(
                 "lab9-job",
@@ -2575,19 +2369,8 @@ c.close()
                     "spark = spark_session('looks-busy')\n",
                 ),
             ),
-            Edit(
-                "lab9-upsert",
-                "sub",
-                "    by_hour = {}       # the day's table, worked out from the notebook's own events\n"
-                "    for e in events:\n"
-                "        by_hour.setdefault((e['dep_time'][:13].replace('T', ' ') + ':00:00', e['origin']), [])"
-                ".append(e['dep_delay'])\n"
-                "    rows = [(h, o, len(d), sum(d) / len(d)) for (h, o), d in by_hour.items()]\n",
-                '    rows = batch.select(F.date_format("hour", "yyyy-MM-dd HH:mm:ss"), "origin", "flights", '
-                '"avg_delay").collect()\n',
-            ),
         ),
-        fails("lab9-q3", "lab9-q6"),
+        fails("lab9-q3"),
         note="was not written by Spark",
     ),
     Scenario(
@@ -2630,15 +2413,329 @@ c.close()
         (Edit("lab9-setup", "before", "import os, time\nos.environ['TZ'] = 'Asia/Kolkata'\ntime.tzset()\n"),),
         fails(),
     ),
-    # --- lab 10: schemas and evolution ---------------------------------------------------------
+    # --- lab 10: Spark streams that meet: joins and foreachBatch ------------------------------
+    Scenario(
+        "names-from-the-course-table",
+        "lab10",
+        "with_airline ignores the names it is given and joins the course's table of airlines (shortcut)",
+        (
+            Edit(
+                "lab10-join",
+                "sub",
+                '    return flights.join(spark.createDataFrame(airlines()).select("carrier", "name"), "carrier", "left")\n',
+                LAB10_JOIN,
+            ),
+        ),
+        fails("lab10-q1"),
+    ),
+    Scenario(
+        "inner-join",
+        "lab10",
+        "joins the airline names with an inner join, so flights of an airline the table lacks disappear",
+        (Edit("lab10-join", "sub", 'f.join(n, in_use, "inner")', 'f.join(n, in_use, "left")'),),
+        fails("lab10-q1"),
+    ),
+    Scenario(
+        "joined-on-the-code-alone",
+        "lab10",
+        "joins the names on the carrier alone, as if each airline had one name, and predicts one row per "
+        "flight: a renamed airline's flights come out twice",
+        (
+            Edit("lab10-join", "sub", '    return flights.join(names, "carrier", "left")\n', LAB10_JOIN),
+            Edit("lab10-predict", "sub", "predicted_rows = 1\n", "predicted_rows = 2\n"),
+        ),
+        fails("lab10-q1"),
+        note="more than once",
+    ),
+    Scenario(
+        "latest-name-only",
+        "lab10",
+        "keeps only the names in use (until is null) and joins on the carrier: no repeats, but a renamed "
+        "airline's earlier flights get its new name, and flights before an airline's first name get one",
+        (
+            Edit(
+                "lab10-join",
+                "sub",
+                '    return flights.join(names.filter(F.col("until").isNull()).select("carrier", "name"), "carrier", "left")\n',
+                LAB10_JOIN,
+            ),
+        ),
+        fails("lab10-q1"),
+    ),
+    Scenario(
+        "no-watermarks-plain-insert",
+        "lab10",
+        "joins flights and weather without watermarks (right rows, "
+        "but the join's state keeps every flight and report forever), and save_batch inserts rows without a "
+        "key, so a replayed micro-batch or an updated hour is there twice",
+        (
+            Edit(
+                "lab10-weather",
+                "sub",
+                '    f = flights.alias("f")\n    w = weather.alias("w")\n',
+                '    f = flights.withWatermark("dep_time", "2 hours").alias("f")\n'
+                '    w = weather.withWatermark("time_hour", "2 hours").alias("w")\n',
+            ),
+            Edit(
+                "lab10-upsert",
+                "replace",
+                "import sqlite3\n\n\n"
+                "def save_batch(batch, batch_id):\n"
+                "    rows = batch.select(F.date_format('hour', 'yyyy-MM-dd HH:mm:ss'), 'origin', 'flights', 'avg_delay').collect()\n"
+                "    with sqlite3.connect('delays.db') as db:\n"
+                "        db.execute('CREATE TABLE IF NOT EXISTS hourly (hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL)')\n"
+                "        db.executemany('INSERT INTO hourly VALUES (?, ?, ?, ?)', [tuple(r) for r in rows])\n",
+            ),
+        ),
+        fails("lab10-q2", "lab10-q3"),
+    ),
+    Scenario(
+        "weather-from-the-package-table-replaced",
+        "lab10",
+        "with_weather ignores the weather stream and joins "
+        "the flights with the course's table of the public weather (a stream-static join: no state, no "
+        "watermark needed; shortcut), and save_batch empties the table before writing each batch, into a table "
+        "with a NOT NULL column of its own (a grader that could not add its row once skipped the restart)",
+        (
+            Edit(
+                "lab10-weather",
+                "replace",
+                "def with_weather(flights, weather):\n"
+                "    from cluster.lab import weather as public_weather\n"
+                "    table = spark.createDataFrame(public_weather()).withColumn('time_hour', F.to_timestamp('time_hour'))\n"
+                "    return (flights.join(table, (flights.origin == table.origin)\n"
+                "                         & (F.date_trunc('hour', flights.dep_time) == table.time_hour))\n"
+                "            .drop(table.origin))\n",
+            ),
+            Edit(
+                "lab10-upsert",
+                "sub",
+                '        db.execute("DELETE FROM hourly")\n        db.executemany(',
+                "        db.executemany(",
+            ),
+            Edit("lab10-upsert", "sub", 'avg_delay REAL, run TEXT NOT NULL, "', 'avg_delay REAL, "'),
+            Edit("lab10-upsert", "sub", "VALUES (?, ?, ?, ?, 'live')", "VALUES (?, ?, ?, ?)"),
+        ),
+        fails("lab10-q2", "lab10-q3"),
+        note="could not add a row of an earlier run",
+    ),
+    Scenario(
+        "two-hour-bounds-local-hours",
+        "lab10",
+        "a flight may meet the reports of two hours (the bound is 2 "
+        "hours), and on a laptop in India's time zone save_batch writes the hours collect() gives, local "
+        "times",
+        (
+            Edit("lab10-setup", "before", "import os, time\nos.environ['TZ'] = 'Asia/Kolkata'\ntime.tzset()\n"),
+            Edit("lab10-weather", "sub", "INTERVAL 2 HOURS", "INTERVAL 1 HOUR"),
+            Edit(
+                "lab10-upsert",
+                "sub",
+                "rows = [(str(r.hour), r.origin, r.flights, r.avg_delay) for r in batch.collect()]",
+                'rows = batch.select(F.date_format("hour", "yyyy-MM-dd HH:mm:ss"), "origin", "flights", "avg_delay").collect()',
+            ),
+        ),
+        fails("lab10-q2", "lab10-q3"),
+    ),
+    Scenario(
+        "zero-watermarks-table-from-memory",
+        "lab10",
+        "watermarks of 0 seconds (each stream comes in order, "
+        "nearly), so an airport's report that comes after the others' of its hour is dropped; save_batch "
+        "keeps every row it was given in a dict and writes the whole table anew from it each time, its hours "
+        "with two spaces before the clock (a grader that could not write such an hour once skipped the restart)",
+        (
+            Edit(
+                "lab10-weather",
+                "sub",
+                '    f = flights.withWatermark("dep_time", "0 seconds").alias("f")\n'
+                '    w = weather.withWatermark("time_hour", "0 seconds").alias("w")\n',
+                '    f = flights.withWatermark("dep_time", "2 hours").alias("f")\n'
+                '    w = weather.withWatermark("time_hour", "2 hours").alias("w")\n',
+            ),
+            Edit(
+                "lab10-upsert",
+                "replace",
+                "import sqlite3\n\nSEEN = {}\n\n\n"
+                "def save_batch(batch, batch_id):\n"
+                "    for r in batch.select(F.date_format('hour', 'yyyy-MM-dd  HH:mm').alias('hour'), 'origin', "
+                "'flights', 'avg_delay').collect():\n"
+                "        SEEN[(r.hour, r.origin)] = (r.flights, r.avg_delay)\n"
+                "    with sqlite3.connect('delays.db') as db:\n"
+                "        db.execute('DROP TABLE IF EXISTS hourly')\n"
+                "        db.execute('CREATE TABLE hourly (hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL)')\n"
+                "        db.executemany('INSERT INTO hourly VALUES (?, ?, ?, ?)', [k + v for k, v in SEEN.items()])\n",
+            ),
+        ),
+        fails("lab10-q2", "lab10-q3"),
+        note="a restarted job remembers nothing",
+    ),
+    # 5 days: the grader moves the stream 3 days past the day's last flight, and the day's reports
+    # and flights span up to 28 hours in UTC; with 4 days some seeds let the first hour go.
+    Scenario(
+        "days-of-watermark-minute-hours",
+        "lab10",
+        "watermarks of 5 days to be safe, so the join keeps the "
+        "whole day in its state; the table's hours written to the minute (right)",
+        (
+            Edit("lab10-weather", "sub", '"5 days"', '"2 hours"'),
+            Edit(
+                "lab10-upsert",
+                "sub",
+                'F.date_format("hour", "yyyy-MM-dd HH:mm")',
+                'F.date_format("hour", "yyyy-MM-dd HH:mm:ss")',
+            ),
+        ),
+        fails("lab10-q2"),
+        note="three days after the others",
+    ),
+    Scenario(
+        "weather-read-as-a-table",
+        "lab10",
+        "with_weather reads the reports from their topic as a table "
+        "(spark.read) and joins each micro-batch of flights to it: no state and no watermark to think of, "
+        "but the reports it reads are the notebook's, not those of the stream it was given (shortcut)",
+        (
+            Edit(
+                "lab10-weather",
+                "replace",
+                "def with_weather(flights, weather):\n"
+                '    reports = (spark.read.format("kafka").options(**kafka_options(weather_topic)).load()\n'
+                '               .select(F.from_json(F.col("value").cast("string"), WEATHER_SCHEMA).alias("e"))'
+                '.select("e.*"))\n'
+                '    f, w = flights.alias("f"), reports.alias("w")\n'
+                '    return f.join(w, F.expr("f.origin = w.origin AND f.dep_time >= w.time_hour "\n'
+                '                            "AND f.dep_time < w.time_hour + INTERVAL 1 HOUR")).select(\n'
+                '        "f.*", "w.time_hour", "w.temp", "w.wind_speed", "w.visib", "w.precip")\n',
+            ),
+        ),
+        fails("lab10-q2"),
+        note="only an example cell of the notebook defines",
+    ),
+    Scenario(
+        "batch-ids-kept-beside-the-rows",
+        "lab10",
+        "save_batch keeps the ids of the micro-batches it wrote in "
+        "a second table of delays.db, written in the same transaction as the rows, and skips a batch it has "
+        "seen; rows replaced by key (right: idempotent another way)",
+        (
+            Edit(
+                "lab10-upsert",
+                "replace",
+                "import sqlite3\n\n\n"
+                "def save_batch(batch, batch_id):\n"
+                '    rows = batch.select(F.date_format("hour", "yyyy-MM-dd HH:mm:ss"), "origin", "flights", '
+                '"avg_delay").collect()\n'
+                '    db = sqlite3.connect("delays.db")\n'
+                "    try:\n"
+                "        with db:     # the rows and the batch's id: both or neither\n"
+                '            db.execute("CREATE TABLE IF NOT EXISTS hourly (hour TEXT, origin TEXT, flights INTEGER, "\n'
+                '                       "avg_delay REAL, PRIMARY KEY (hour, origin))")\n'
+                '            db.execute("CREATE TABLE IF NOT EXISTS batches (id INTEGER PRIMARY KEY)")\n'
+                '            if db.execute("SELECT 1 FROM batches WHERE id = ?", (batch_id,)).fetchone():\n'
+                "                return\n"
+                '            db.executemany("INSERT OR REPLACE INTO hourly VALUES (?, ?, ?, ?)", [tuple(r) for r in rows])\n'
+                '            db.execute("INSERT INTO batches VALUES (?)", (batch_id,))\n'
+                "    finally:\n"
+                "        db.close()\n",
+            ),
+        ),
+        fails(),
+    ),
+    Scenario(
+        "other-styles",
+        "lab10",
+        "airline names joined by a SQL condition (BETWEEN, coalesce), the weather joined with Column "
+        "expressions (between, a renamed column, other watermarks), the table upserted from pandas with "
+        "INSERT OR REPLACE and ISO hours",
+        (
+            Edit(
+                "lab10-join",
+                "sub",
+                "    return (flights.alias('f').join(names.alias('n'), F.expr(\n"
+                "        \"f.carrier = n.carrier AND f.dep_time BETWEEN n.since AND coalesce(n.until, TIMESTAMP '9999-12-31')\"),\n"
+                "        'left_outer').select('f.*', 'name'))\n",
+                LAB10_JOIN,
+            ),
+            Edit(
+                "lab10-weather",
+                "replace",
+                "def with_weather(flights, weather):\n"
+                "    fl = flights.withWatermark('dep_time', '90 minutes')\n"
+                "    wx = weather.withWatermark('time_hour', '1 hour').withColumnRenamed('origin', 'airport')\n"
+                "    return fl.join(wx, (fl.origin == wx.airport)\n"
+                "                   & fl.dep_time.between(wx.time_hour, wx.time_hour + F.expr('INTERVAL 59 MINUTES 59 SECONDS')))\n",
+            ),
+            Edit(
+                "lab10-upsert",
+                "replace",
+                "import sqlite3\n\n\n"
+                "def save_batch(batch, batch_id):\n"
+                "    frame = batch.withColumn('hour', F.date_format('hour', \"yyyy-MM-dd'T'HH:mm:ss'Z'\")).toPandas()\n"
+                "    db = sqlite3.connect('delays.db')\n"
+                "    db.execute('CREATE TABLE IF NOT EXISTS hourly (hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL, '\n"
+                "               'UNIQUE (hour, origin))')\n"
+                "    db.executemany('INSERT OR REPLACE INTO hourly VALUES (:hour, :origin, :flights, :avg_delay)',\n"
+                "                   frame.to_dict('records'))\n"
+                "    db.commit()\n"
+                "    db.close()\n",
+            ),
+        ),
+        fails(),
+    ),
+    Scenario(
+        "table-from-the-notebooks-events",
+        "lab10",
+        "save_batch writes the day's table worked out from the notebook's "
+        "events, whatever batch it is given (shortcut)",
+        (
+            Edit(
+                "lab10-upsert",
+                "sub",
+                "    by_hour = {}       # the day's table, worked out from the notebook's own events\n"
+                "    for e in events:\n"
+                "        by_hour.setdefault((e['dep_time'][:13].replace('T', ' ') + ':00:00', e['origin']), [])"
+                ".append(e['dep_delay'])\n"
+                "    rows = [(h, o, len(d), sum(d) / len(d)) for (h, o), d in by_hour.items()]\n",
+                '    rows = batch.select(F.date_format("hour", "yyyy-MM-dd HH:mm:ss"), "origin", "flights", '
+                '"avg_delay").collect()\n',
+            ),
+        ),
+        fails("lab10-q3"),
+    ),
+    Scenario(
+        "laptop-in-india",
+        "lab10",
+        "the solution, on a laptop whose clock is set to India's time zone "
+        "(TZ=Asia/Kolkata, half an hour off the hours): collect() gives local times, the hours are UTC's",
+        (Edit("lab10-setup", "before", "import os, time\nos.environ['TZ'] = 'Asia/Kolkata'\ntime.tzset()\n"),),
+        fails(),
+    ),
+    # --- lab 11: schemas and evolution ---------------------------------------------------------
+    Scenario(
+        "restart-predicted-to-copy-again",
+        "lab11",
+        "right connectors, and a prediction that the restarted source sends the whole file again (wrong, not "
+        "scored: the part's result says so)",
+        (
+            Edit(
+                "lab11-predict-restart",
+                "sub",
+                "predicted_records = 2 * len(flights) + 10\n",
+                "predicted_records = len(flights) + 10\n",
+            ),
+        ),
+        fails(),
+        note="you predicted 1686",
+    ),
     Scenario(
         "avro-with-header",
-        "lab10",
+        "lab11",
         "to_avro writes an Avro container file (fastavro.writer: a header "
         "with the schema, then the record) and from_avro reads one, instead of one bare record",
         (
             Edit(
-                "lab10-encode",
+                "lab11-encode",
                 "sub",
                 "def to_avro(flight):\n    out = io.BytesIO()\n    fastavro.writer(out, PARSED, [flight])\n"
                 "    return out.getvalue()\n\n\ndef from_avro(data):\n"
@@ -2648,31 +2745,31 @@ c.close()
                 "    return fastavro.schemaless_reader(io.BytesIO(data), PARSED)\n",
             ),
         ),
-        fails("lab10-q1"),
+        fails("lab11-q1"),
     ),
     Scenario(
         "unknown-plane-as-empty-text",
-        "lab10",
+        "lab11",
         'to_protobuf sets tailnum to "" when the plane is '
         "unknown, so a reader cannot tell an unknown plane from an empty name",
         (
             Edit(
-                "lab10-encode",
+                "lab11-encode",
                 "sub",
                 'FlightEvent(**dict(flight, tailnum=flight["tailnum"] or ""))',
                 "FlightEvent(**{k: v for k, v in flight.items() if v is not None})",
             ),
         ),
-        fails("lab10-q1"),
+        fails("lab11-q1"),
     ),
     Scenario(
         "sizes-written-down",
-        "lab10",
+        "lab11",
         "the encoders written, but sizes_of returns the day's sizes copied "
         "from a classmate's notebook, whatever flights it is given (shortcut)",
         (
             Edit(
-                "lab10-encode",
+                "lab11-encode",
                 "sub",
                 "def sizes_of(flights):\n"
                 "    return {'json': 128454, 'avro': 52408, 'protobuf': 61129}   # from a classmate's notebook\n",
@@ -2682,30 +2779,30 @@ c.close()
                 '            "protobuf": sum(len(to_protobuf(f)) for f in flights)}\n',
             ),
         ),
-        fails("lab10-q1"),
+        fails("lab11-q1"),
     ),
     Scenario(
         "backward-and-forward-swapped",
-        "lab10",
+        "lab11",
         "compatibility calls it backward when OLD readers read NEW data (the two words swapped)",
         (
             Edit(
-                "lab10-compat",
+                "lab11-compat",
                 "sub",
                 "backward, forward = can_read(new, old), can_read(old, new)",
                 "backward, forward = can_read(old, new), can_read(new, old)",
             ),
         ),
-        fails("lab10-q2"),
+        fails("lab11-q2"),
     ),
     Scenario(
         "compatibility-by-field-names",
-        "lab10",
+        "lab11",
         "compatibility compares the two schemas' field names "
         "and defaults instead of decoding, so type changes and aliases go unseen",
         (
             Edit(
-                "lab10-compat",
+                "lab11-compat",
                 "sub",
                 "def compatibility(old, new):\n"
                 "    o = {f['name']: f for f in old['fields']}\n"
@@ -2715,16 +2812,16 @@ c.close()
                 "def compatibility(old, new):\n    backward, forward = can_read(old, new), can_read(new, old)\n",
             ),
         ),
-        fails("lab10-q2"),
+        fails("lab11-q2"),
     ),
     Scenario(
         "registry-in-memory",
-        "lab10",
+        "lab11",
         "the registry writes each version to the topic but looks ids up "
         "in a dict of its own process, so an id another registry wrote is never found",
         (
             Edit(
-                "lab10-registry",
+                "lab11-registry",
                 "sub",
                 "MEMORY = {}\n\n\ndef schema_by_id(schema_id):\n"
                 "    if not MEMORY:\n        MEMORY.update({e['id']: e['schema'] for e in read_registry()})\n"
@@ -2733,64 +2830,64 @@ c.close()
                 '    return next(e["schema"] for e in read_registry() if e["id"] == schema_id)\n',
             ),
             Edit(
-                "lab10-registry",
+                "lab11-registry",
                 "sub",
                 "    MEMORY[entry['id']] = schema\n    return entry[\"id\"]\n",
                 '    return entry["id"]\n',
             ),
         ),
-        fails("lab10-q3"),
+        fails("lab11-q3"),
     ),
     Scenario(
         "registry-accepts-everything",
-        "lab10",
+        "lab11",
         "register stores every new version without checking that it can read the old data",
         (
             Edit(
-                "lab10-registry",
+                "lab11-registry",
                 "sub",
                 "    if False:\n",
                 '    if versions and not can_read(versions[-1]["schema"], schema):\n',
             ),
         ),
-        fails("lab10-q3"),
+        fails("lab11-q3"),
     ),
     Scenario(
         "registry-topic-not-compacted",
-        "lab10",
+        "lab11",
         "the registry's topic keeps the default clean-up (delete): old versions would expire with the retention",
         (
             Edit(
-                "lab10-registry",
+                "lab11-registry",
                 "sub",
                 'lab.fresh_topic("schemas", 1)',
                 'lab.fresh_topic("schemas", 1, cleanup_policy="compact")',
             ),
         ),
-        fails("lab10-q3"),
+        fails("lab11-q3"),
     ),
     Scenario(
         "sink-in-the-default-group",
-        "lab10",
+        "lab11",
         "the sink connector keeps Connect's default consumer group "
         "(connect-<name>), which is not in the student's namespace: the brokers refuse it",
         (
             Edit(
-                "lab10-connect",
+                "lab11-connect",
                 "sub",
                 '"tasks.max": "1", "topics": topic, "file": path}',
                 '"tasks.max": "1", "topics": topic, "file": path, "consumer.override.group.id": lab.group(name)}',
             ),
         ),
-        fails("lab10-q4"),
+        fails("lab11-q4"),
     ),
     Scenario(
         "sink-resets-to-earliest-itself",
-        "lab10",
+        "lab11",
         "the sink also sets consumer.override.auto.offset.reset to earliest, which Connect's sinks do anyway",
         (
             Edit(
-                "lab10-connect",
+                "lab11-connect",
                 "sub",
                 '"consumer.override.group.id": lab.group(name),\n'
                 '            "consumer.override.auto.offset.reset": "earliest"}',
@@ -2801,14 +2898,14 @@ c.close()
     ),
     Scenario(
         "other-styles",
-        "lab10",
+        "lab11",
         "compact JSON, the raw schema dict given to fastavro, a protobuf filled "
         "field by field, sizes summed with numpy, compatibility as a table lookup of two booleans, "
         "a registry that answers with numpy ints, connectors by their short class names with tasks.max "
         "an int, and a wrong prediction in capitals and spaces (the gate backward, int to long full)",
         (
             Edit(
-                "lab10-encode",
+                "lab11-encode",
                 "replace",
                 "import numpy as np\n"
                 "PARSED = fastavro.parse_schema(FLIGHT)\n\n"
@@ -2832,7 +2929,7 @@ c.close()
                 "sizes = sizes_of(flights)\n",
             ),
             Edit(
-                "lab10-compat",
+                "lab11-compat",
                 "sub",
                 "    return {(True, True): 'full', (True, False): 'backward', (False, True): 'forward',\n"
                 "            (False, False): 'none'}[(can_read(old, new), can_read(new, old))].upper()\n",
@@ -2841,9 +2938,9 @@ c.close()
                 '        return "full"\n'
                 '    return "backward" if backward else "forward" if forward else "none"\n',
             ),
-            Edit("lab10-registry", "sub", '    return np.int64(entry["id"])\n', '    return entry["id"]\n'),
+            Edit("lab11-registry", "sub", '    return np.int64(entry["id"])\n', '    return entry["id"]\n'),
             Edit(
-                "lab10-connect",
+                "lab11-connect",
                 "replace",
                 "BASE = {'tasks.max': 1}\n\n"
                 "def source_config(name, path, topic):\n"
@@ -2853,7 +2950,7 @@ c.close()
                 "            'file': path, 'consumer.override.group.id': lab.group('sink-' + name)}\n",
             ),
             Edit(
-                "lab10-predict",
+                "lab11-predict",
                 "sub",
                 'predicted_compatibility = dict([("int to long", "FULL"), ("gate without a default", " Backward ")])\n',
                 'predicted_compatibility = {"gate without a default": "forward", "int to long": "backward"}\n',
@@ -3001,10 +3098,10 @@ CHILD_DELETES = (
     "raise RuntimeError(out.stdout + out.stderr[-500:])"
 )
 
-# Lab 10's sink as the solution writes it, and the same sink made to move nothing: a group of its
+# Lab 11's sink as the solution writes it, and the same sink made to move nothing: a group of its
 # own that starts at the end of the topic, after the grader's records.
-LAB10_SINK = '"tasks.max": "1", "topics": topic, "file": path, "consumer.override.group.id": lab.group(name)}'
-LAB10_IDLE_SINK = LAB10_SINK[:-1] + ', "consumer.override.auto.offset.reset": "latest"}'
+LAB11_SINK = '"tasks.max": "1", "topics": topic, "file": path, "consumer.override.group.id": lab.group(name)}'
+LAB11_IDLE_SINK = LAB11_SINK[:-1] + ', "consumer.override.auto.offset.reset": "latest"}'
 # Planted by source_config, which the grader calls with a path in the Connect worker's folder
 # before the worker starts: a "plugin" for its plugin.path, links where it writes its settings.
 PLANT_IN_WORKER = """def source_config(name, path, topic):
@@ -3391,91 +3488,91 @@ ATTACKS = (
     ),
     Scenario(
         "plants-a-plugin-for-the-graders-worker",
-        "lab10",
+        "lab11",
         "source_config, called with a path in the "
         "grader's Connect worker folder before the worker starts, puts a jar on its plugin path and links where "
         "the grader writes the worker's settings; the connectors are right",
-        (Edit("lab10-connect", "sub", PLANT_IN_WORKER, "def source_config(name, path, topic):\n"),),
+        (Edit("lab11-connect", "sub", PLANT_IN_WORKER, "def source_config(name, path, topic):\n"),),
         fails(),
     ),
     Scenario(
         "kernel-thread-writes-the-sink-file",
-        "lab10",
+        "lab11",
         "a sink that moves nothing (it starts at the end of "
         "the topic), and a thread of the kernel that copies the topic into the sink's file itself",
         (
-            Edit("lab10-connect", "sub", FORGE_SINK_FILE, "def sink_config(name, topic, path):\n"),
-            Edit("lab10-connect", "sub", LAB10_IDLE_SINK, LAB10_SINK),
+            Edit("lab11-connect", "sub", FORGE_SINK_FILE, "def sink_config(name, topic, path):\n"),
+            Edit("lab11-connect", "sub", LAB11_IDLE_SINK, LAB11_SINK),
         ),
-        fails("lab10-q4"),
+        fails("lab11-q4"),
     ),
     Scenario(
         "adds-a-connector-to-the-graders-worker",
-        "lab10",
+        "lab11",
         "a sink that moves nothing, and a thread that "
         "finds the grader's Connect worker among the ports on 127.0.0.1 and adds a sink of its own through "
         "the REST API",
         (
-            Edit("lab10-connect", "sub", HIJACK_REST, "def sink_config(name, topic, path):\n"),
-            Edit("lab10-connect", "sub", LAB10_IDLE_SINK, LAB10_SINK),
+            Edit("lab11-connect", "sub", HIJACK_REST, "def sink_config(name, topic, path):\n"),
+            Edit("lab11-connect", "sub", LAB11_IDLE_SINK, LAB11_SINK),
         ),
-        fails("lab10-q4"),
+        fails("lab11-q4"),
     ),
     Scenario(
         "compression-bomb-on-the-registry",
-        "lab10",
+        "lab11",
         "after the registry's cells, one record of 200 MB "
         "of zeros, zstd-compressed to a few kB, on the registry's topic, which the grader reads",
         (
             Edit(
-                "lab10-registry",
+                "lab11-registry",
                 "after",
                 "bomb = KafkaProducer(**lab.connection, compression_type='zstd', max_request_size=2**30)\n"
                 "bomb.send(lab.topic('schemas'), key=b'zz-bomb', value=bytes(200 * 2**20)).get(timeout=60)\n"
                 "bomb.close()\ndel bomb",
             ),
         ),
-        fails("lab10-q3"),
+        fails("lab11-q3"),
     ),
     Scenario(
         "replaces-the-graders-helpers-in-the-kernel",
-        "lab10",
+        "lab11",
         "a registry that accepts every version, "
-        "and a cell that replaces, in the kernel, every function of the course's lab 10 checks that could "
+        "and a cell that replaces, in the kernel, every function of the course's lab 11 checks that could "
         "say it did not raise (found by a reviewer on a grader that asked a helper in the kernel)",
         (
             Edit(
-                "lab10-registry",
+                "lab11-registry",
                 "sub",
                 "    if False:\n",
                 '    if versions and not can_read(versions[-1]["schema"], schema):\n',
             ),
             Edit(
-                "lab10-registry",
+                "lab11-registry",
                 "after",
-                "import selfcheck.checks.lab10 as course_checks\n"
+                "import selfcheck.checks.lab11 as course_checks\n"
                 "for name in ('refused', 'raised', 'attempt'):\n"
                 "    setattr(course_checks, name, lambda *a, **k: 'ValueError')\n",
             ),
         ),
-        fails("lab10-q3"),
+        fails("lab11-q3"),
     ),
     Scenario(
         "connector-setting-smuggled-in-a-value",
-        "lab10",
+        "lab11",
         "source_config's batch.size carries a carriage "
         "return and settings of its own (the worker's REST password file as the source's file), which Java "
         "would read as lines of their own (found by a reviewer)",
         (
             Edit(
-                "lab10-connect",
+                "lab11-connect",
                 "sub",
                 '"tasks.max": "1", "file": path, "topic": topic,\n'
                 '            "batch.size": "2000\\rfile=" + path.rsplit("/", 1)[0] + "/worker/rest-users.properties"}',
                 '"tasks.max": "1", "file": path, "topic": topic}',
             ),
         ),
-        fails("lab10-q4"),
+        fails("lab11-q4"),
     ),
     Scenario(
         "floods-the-grader-with-a-many-part-message",
@@ -3690,12 +3787,12 @@ SHORTCUTS = (
     ),
     Scenario(
         "compatibility-from-the-demo-table",
-        "lab10",
+        "lab11",
         "compatibility finds the change among the example "
         "cell's `changes` and returns what that cell printed for it, without decoding (shortcut)",
         (
             Edit(
-                "lab10-compat",
+                "lab11-compat",
                 "sub",
                 "PRINTED = {'add gate with a default': 'full', 'add gate without a default': 'forward',\n"
                 "           'remove tailnum (it has a default)': 'full', 'remove dest (no default)': 'backward',\n"
@@ -3710,54 +3807,54 @@ SHORTCUTS = (
                 '    return "backward" if backward else "forward" if forward else "none"\n',
             ),
         ),
-        fails("lab10-q2"),
+        fails("lab11-q2"),
     ),
     Scenario(
         "wire-header-copied-from-the-printout",
-        "lab10",
+        "lab11",
         "encode writes the header the example printed "
         "(magic byte, then id 2) instead of the subject's latest id (shortcut)",
         (
             Edit(
-                "lab10-registry",
+                "lab11-registry",
                 "sub",
                 '    return b"\\x00\\x00\\x00\\x00\\x02" + out.getvalue()   # the header the example printed\n',
                 '    return b"\\x00" + latest["id"].to_bytes(4, "big") + out.getvalue()\n',
             ),
         ),
-        fails("lab10-q3"),
+        fails("lab11-q3"),
     ),
     Scenario(
         "decode-with-the-flight-schema",
-        "lab10",
+        "lab11",
         "decode skips the schema id and reads every value with the "
         "flight schema, the only one the example sends (shortcut)",
         (
             Edit(
-                "lab10-registry",
+                "lab11-registry",
                 "sub",
                 "    return fastavro.schemaless_reader(io.BytesIO(data[5:]), PARSED)   # every value is a flight\n",
                 '    schema = schema_by_id(int.from_bytes(data[1:5], "big"))\n'
                 "    return fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(schema))\n",
             ),
         ),
-        fails("lab10-q3"),
+        fails("lab11-q3"),
     ),
     Scenario(
         "connectors-with-the-notebooks-file",
-        "lab10",
+        "lab11",
         "source_config writes in the notebook's own CSV file "
         "and topic, as the cell below uses them, instead of its arguments (shortcut)",
         (
             Edit(
-                "lab10-connect",
+                "lab11-connect",
                 "sub",
                 '            "tasks.max": "1", "file": os.path.abspath("flights-2013-01-01.csv"), '
                 '"topic": lab.topic("flights-csv")}\n',
                 '            "tasks.max": "1", "file": path, "topic": topic}\n',
             ),
         ),
-        fails("lab10-q4"),
+        fails("lab11-q4"),
     ),
     Scenario(
         "latencies-and-sizes-from-a-printout",

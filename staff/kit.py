@@ -99,7 +99,7 @@ STUDENT_README = """\
 # Kafka & streaming ETL: the labs
 
 You need Linux or macOS (Windows: WSL 2) with Python 3.11+, a JDK 17+ and `make`, about
-3 GB of disk and 8 GB of memory (the cluster takes about 1 GB; lab 9's Spark up to 1 GB more).
+3 GB of disk and 8 GB of memory (the cluster takes about 1 GB; lab 9's or 10's Spark up to 1 GB more).
 
 ```sh
 make lab      # installs everything, starts a three-broker Kafka cluster, opens JupyterLab
@@ -140,7 +140,7 @@ the notebooks find them without the variable. To move the cluster, `make down` f
 | `Could not fetch the kafka jars` | the first run needs Maven Central; later runs need no network |
 | a notebook cannot connect, or `make status` shows a node `dead` | `make up` starts what is not running, with its data; `.venv/bin/python -m cluster logs` shows the brokers' last lines |
 | the cluster will not start after a crash, and the logs name a corrupt folder | `.venv/bin/python -m cluster down --wipe`, then `make up`: a new, empty cluster (your topics are gone; your notebooks are not) |
-| the laptop runs out of memory | close other programs (a browser's tabs count); `make down` when you stop working, and stop lab 9's Spark sessions (`spark.stop()`) when that lab is done |
+| the laptop runs out of memory | close other programs (a browser's tabs count); `make down` when you stop working, and stop lab 9's and lab 10's Spark sessions (`spark.stop()`, or shut the kernel down) when you move on |
 | too many topics of old labs | `.venv/bin/python -m cluster clean` deletes your namespace's topics and groups |
 
 You do not need bubblewrap, Docker or nbgrader's instructor tools: those are for the course's

@@ -6,7 +6,8 @@ at a time on a machine that does nothing else."""
 
 HEAVY = {
     "lab9": "two Spark drivers a grading (the kernel's and the student's job, run three times)",
-    "lab10": "a Kafka Connect worker, started twice in lab10-q4",
+    "lab10": "a Spark driver in the kernel, which every part's check runs queries on",
+    "lab11": "a Kafka Connect worker, started twice in lab11-q4",
 }
 
 

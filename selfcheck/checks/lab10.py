@@ -1,709 +1,634 @@
-"""Lab 10, schemas and evolution. The grader holds its own copy of the contract (labs/lab10's
-flight.avsc and flight_event.proto), decodes what the student's code encodes and encodes what
-it must decode, on made-up flights drawn from the seed (so no answer can be written down in
-advance). Compatibility follows Avro's resolution rules (this module ships in the student kit,
-so it does not decode: that is the exercise); tests/ checks the rules against real decoding.
+"""Lab 10, Spark streams that meet: a stream joined to a table of the grader's (every flight
+kept once, with the name its airline had when it left), two streams joined whose state must not
+grow forever (flights with their hour's weather), and a foreachBatch sink that must stay right
+when Spark replays a micro-batch.
 
-- lab10-q1 to_json / to_avro / from_avro / to_protobuf on seeded flights, and the day's sizes
-  as Avro and protobuf (exact: both encodings are deterministic);
-- lab10-q2 compatibility(old, new) on seeded schema changes of a seeded record type:
-  "full", "backward" (new readers read old data), "forward" (old readers read new data), "none";
-- lab10-q3 a schema registry kept on a compacted topic: register refuses a change that is not
-  backward compatible, ids survive a restart (they are on the topic: the grader adds one there
-  itself, as another registry process would), values in the wire format (magic byte 0, the
-  schema id as 4 bytes big-endian, the Avro body)."""
+Every check reads flights the grader wrote itself, with lab 9's generator: a seeded day of
+January (not the day the notebook uses) with flights of a made-up carrier mixed in, and weather
+reports with seeded temperatures, and airline names with a seeded tag that change during the day,
+so answers worked out from the public dataset cannot match."""
 
 from __future__ import annotations
 
-import copy
-import io
-import json
-import re
-import string
+import sqlite3
 import time
-from functools import cache
+from collections import defaultdict
+from dataclasses import replace
+from datetime import datetime, timedelta, UTC
+from pathlib import Path
 
-from cluster.safe_files import make_dirs, read_text, write_text
-from cluster.waiting import wait_for
-
-from . import (
-    CheckFailed,
-    Context,
-    RaisedInKernel,
-    check,
-    expect,
-    expect_equal,
-    prediction,
-    prediction_feedback,
-)
-from .kafka_state import describe_topic, read_all, topic_configs
-
-FLIGHTS = 12  # seeded flights per check
-REGISTRY = "schemas"  # the student's registry topic: lab.topic("schemas")
-ANSWERS = ("full", "backward", "forward", "none")
-
-
-@cache
-def flight_schema() -> dict:
-    from cluster.settings import ROOT
-
-    return json.loads((ROOT / "labs" / "lab10" / "flight.avsc").read_text())  # grader-only: the course's own contract
-
-
-def avro_bytes(schema: dict, record: dict) -> bytes:
-    import fastavro
-
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(copy.deepcopy(schema)), record)
-    return out.getvalue()
-
-
-def avro_record(data: bytes, writer: dict, reader: dict | None = None) -> dict:
-    import fastavro
-
-    return fastavro.schemaless_reader(
-        io.BytesIO(data),
-        fastavro.parse_schema(copy.deepcopy(writer)),  # type: ignore[return-value]
-        None if reader is None else fastavro.parse_schema(copy.deepcopy(reader)),
-    )
-
-
-def proto_class():
-    from selfcheck.protos import messages
-
-    return messages("lab10", "flight_event.proto")["FlightEvent"]
-
-
-def proto_bytes(flight: dict) -> bytes:
-    return proto_class()(**{k: v for k, v in flight.items() if v is not None}).SerializeToString()
-
-
-def made_up_flights(ctx: Context, n: int = FLIGHTS) -> list[dict]:
-    """Flights no dataset holds: seeded carriers, planes (some unknown), delays (some early,
-    some hours late), airports and times."""
-    rng = ctx.rng
-    letters = string.ascii_uppercase
-    # Kinds go by seeded position, not by chance draws, so every batch of three or more holds an
-    # unknown plane and every kind of delay whatever the seed (a 30 % draw left all twelve
-    # planes known about once in seventy seeds, and a check for unknown planes passed blind).
-    unknown = set(rng.sample(range(n), max(1, n // 3))) if n > 1 else set()
-    delays = ([(-30, 0), (0, 60), (300, 1400)] * n)[:n]
-    rng.shuffle(delays)
-    flights = []
-    for i in range(n):
-        carrier = rng.choice(letters) + rng.choice(letters + string.digits)
-        origin, dest = (rng.choice(letters) + rng.choice(letters) + rng.choice(letters) for _ in range(2))
-        day, hour, minute = rng.randrange(1, 29), rng.randrange(24), rng.randrange(60)
-        flights.append(
-            {
-                "id": f"2013-02-{day:02d} {carrier}{rng.randrange(1, 9999)} {origin}",
-                "carrier": carrier,
-                "origin": origin,
-                "dest": dest,
-                "tailnum": None if i in unknown else f"N{rng.randrange(100, 999)}{rng.choice(letters)}",
-                "dep_delay": rng.randrange(*delays[i]),
-                "dep_time": f"2013-02-{day:02d}T{hour:02d}:{minute:02d}:00Z",
-            }
-        )
-    return flights
-
-
-EXPECTED_BYTES = {
-    "to_json": "the flight as JSON text",
-    "to_avro": "one Avro record's values, no header",
-    "to_protobuf": "a serialized FlightEvent",
-}
-
-
-def as_bytes(value, what: str) -> bytes:
-    expect(
-        isinstance(value, (bytes, bytearray)),
-        f"{what} should return bytes",
-        expected="bytes",
-        found=type(value).__name__,
-        hint="Return the encoded value itself (buffer.getvalue(), SerializeToString()).",
-    )
-    return bytes(value)
-
-
-# --- q1: one event, three encodings --------------------------------------------------------
-@check("lab10-q1")
-def three_encodings(ctx: Context) -> None:
-    """to_json, to_avro, from_avro and to_protobuf keep every field of made-up flights; sizes_of sums them"""
-    schema, flights = flight_schema(), made_up_flights(ctx)
-    for name, decode in (
-        ("to_json", json.loads),
-        ("to_avro", lambda b: avro_record(b, schema)),
-        ("to_protobuf", proto_dict),
-    ):
-        encoded = ctx.sub.value(f"[{name}(f) for f in {flights!r}]")
-        expect(
-            isinstance(encoded, list) and len(encoded) == len(flights),
-            f"{name}(flight) for {len(flights)} flights",
-            expected=f"{len(flights)} values",
-            found=str(encoded)[:120],
-        )
-        for f, value in zip(flights, encoded):
-            data = as_bytes(value, f"{name}(flight)")
-            try:
-                back = decode(data)
-            except Exception as e:  # anything undecodable is the student's encoding
-                raise CheckFailed(
-                    f"the grader could not decode {name}({f['id']!r}) with the course's contract ({type(e).__name__})",
-                    expected=EXPECTED_BYTES[name],
-                    found=data[:40],
-                    hint={
-                        "to_json": "Encode the dict with json.dumps(...).encode().",
-                        "to_avro": "Write one record without a container header: "
-                        "fastavro.schemaless_writer with the parsed flight.avsc.",
-                        "to_protobuf": "Fill a FlightEvent from flight_event.proto and SerializeToString().",
-                    }[name],
-                ) from None
-            expect_equal(
-                back,
-                f,
-                f"{name}({f['id']!r}) decoded by the grader",
-                hint="Every field must survive, None included (tailnum is optional in both schemas).",
-            )
-    bodies = [avro_bytes(schema, f) for f in flights]
-    got = ctx.sub.value(f"[from_avro(b) for b in {bodies!r}]")
-    expect_equal(
-        got,
-        flights,
-        "from_avro(...) of the grader's Avro bodies",
-        hint="Read one record with fastavro.schemaless_reader and the parsed flight.avsc.",
-    )
-    # sizes of flights of the grader's own (a copy of the day's sizes tells nothing)
-    truth = {
-        "avro": sum(len(avro_bytes(schema, f)) for f in flights),
-        "protobuf": sum(len(proto_bytes(f)) for f in flights),
-    }
-    sizes = ctx.sub.value(f"sizes_of({flights!r})")
-    expect(
-        isinstance(sizes, dict) and {"json", "avro", "protobuf"} <= set(sizes),
-        "sizes_of(flights) should return a dict with the keys json, avro and protobuf",
-        found=str(sizes)[:120],
-    )
-    for k in ("avro", "protobuf"):
-        expect_equal(
-            sizes[k],
-            truth[k],
-            f"sizes_of(<{len(flights)} flights of the grader's>)[{k!r}]: their bytes as {k}",
-            hint="Sum len(...) of every given flight's encoding.",
-        )
-    own_json = ctx.sub.value(f"sum(len(to_json(f)) for f in {flights!r})")
-    expect_equal(sizes["json"], own_json, "sizes_of(...)['json']: the flights' bytes through your to_json")
-
-
-def proto_dict(data: bytes) -> dict:
-    msg = proto_class().FromString(data)
-    return {
-        "id": msg.id,
-        "carrier": msg.carrier,
-        "origin": msg.origin,
-        "dest": msg.dest,
-        "tailnum": msg.tailnum if msg.HasField("tailnum") else None,
-        "dep_delay": msg.dep_delay,
-        "dep_time": msg.dep_time,
-    }
-
-
-# --- q2: compatibility ----------------------------------------------------------------------
-# What Avro's schema resolution allows a reader of data written with another type (the spec's
-# promotions). The truths below follow from the spec; tests/ checks every one against fastavro,
-# decoding both ways, on many seeds.
-PROMOTES = {
-    "int": {"long", "float", "double"},
-    "long": {"float", "double"},
-    "float": {"double"},
-    "string": {"bytes"},
-    "bytes": {"string"},
-}
-# (new reads old, old reads new) for the changes that keep every type
-BY_KIND = {
-    "add with default": (True, True),
-    "add without default": (False, True),
-    "remove with default": (True, True),
-    "remove without default": (True, False),
-    "rename": (False, False),
-    "rename with alias": (True, False),
-}
-WORD = {(True, True): "full", (True, False): "backward", (False, True): "forward", (False, False): "none"}
-
-
-def reads(written: str, reader: str) -> bool:
-    return written == reader or reader in PROMOTES.get(written, ())
-
-
-def truth(kind: str, old: dict, new: dict) -> str:
-    """The compatibility of a change of this kind from `old` to `new`, by Avro's rules."""
-    if kind in BY_KIND:
-        return WORD[BY_KIND[kind]]
-    ((was, now),) = [(f["type"], g["type"]) for f, g in zip(old["fields"], new["fields"]) if f["type"] != g["type"]]
-    return WORD[(reads(was, now), reads(now, was))]
-
-
-def seeded_record(ctx: Context) -> dict:
-    """A record type of the seed's: names no text fixed, five fields of several types."""
-    rng = ctx.rng
-    words = ["gate", "stand", "crew", "fuel", "seats", "cargo", "meal", "pilot", "runway", "tow", "deice", "bags"]
-    names = rng.sample(words, 5)
-    types = [rng.choice(["string", "int", "long", "double", "boolean"]) for _ in names]
-    types[0] = "int"  # one int, for the promotion
-    fields: list[dict] = [{"name": n, "type": t} for n, t in zip(names, types)]
-    fields.append({"name": "remark", "type": ["null", "string"], "default": None})
-    return {
-        "type": "record",
-        "name": rng.choice(["Turnaround", "Stopover", "Boarding"]),
-        "namespace": "ops",
-        "fields": fields,
-    }
-
-
-def changed(ctx: Context, old: dict, kind: str) -> dict:
-    """`old` with one change of the kind; new names from the seed."""
-    rng, new = ctx.rng, copy.deepcopy(old)
-    fields = new["fields"]
-    taken = {f["name"] for f in fields}
-    fresh = next(
-        name
-        for name in (
-            f"{rng.choice(['extra', 'note', 'leg', 'zone', 'slot'])}_{rng.randrange(10, 99)}" for _ in iter(int, 1)
-        )
-        if name not in taken
-    )
-    plain = [f for f in fields if f["name"] != "remark"]
-    if kind == "add with default":
-        fields.insert(rng.randrange(len(fields) + 1), {"name": fresh, "type": "string", "default": ""})
-    elif kind == "add without default":
-        fields.insert(rng.randrange(len(fields) + 1), {"name": fresh, "type": "long"})
-    elif kind == "remove with default":
-        fields.remove(next(f for f in fields if f["name"] == "remark"))
-    elif kind == "remove without default":
-        fields.remove(rng.choice(plain))
-    elif kind == "promote int to long":
-        next(f for f in fields if f["type"] == "int")["type"] = "long"
-    elif kind == "narrow long to int":
-        fields.append({"name": fresh, "type": "long", "default": 0})
-        old["fields"] = copy.deepcopy(fields)  # the old schema has the long field too
-        fields[-1]["type"] = "int"
-    elif kind == "rename":
-        rng.choice(plain)["name"] = fresh
-    elif kind == "rename with alias":
-        f = rng.choice(plain)
-        f["aliases"], f["name"] = [f["name"]], fresh
-    elif kind == "change a type":
-        f = next((f for f in plain if f["type"] == "string"), None) or plain[-1]
-        f["type"] = "int" if f["type"] != "int" else "string"
-    return new
-
-
-KINDS = (
-    "add with default",
-    "add without default",
-    "remove with default",
-    "remove without default",
-    "promote int to long",
-    "narrow long to int",
-    "rename",
-    "rename with alias",
-    "change a type",
+from . import CheckFailed, Context, check, expect, in_sandbox, prediction, prediction_feedback
+from .kafka_state import graders_topic
+from .lab9 import (
+    FAKE_CARRIER,
+    MAX_OUTPUT_ROWS,
+    POLICY as LAB9_POLICY,
+    SCHEMA,
+    SPARK_VALUE_S,
+    TIME_FORMAT,
+    WINDOW,
+    close,
+    flights_topic,
+    graders_flights,
+    hour_of,
+    iso,
+    no_links,
+    send,
+    when,
 )
 
-
-def shape(schema: dict) -> dict:
-    """A schema's fields as the messages show them: {"gate": "string = ''", "crew": "int", ...}."""
-    return {
-        f["name"] + (f" (alias of {', '.join(f['aliases'])})" if f.get("aliases") else ""): (
-            f["type"] if isinstance(f["type"], str) else "|".join(f["type"])
-        )
-        + (f" = {f['default']!r}" if "default" in f else "")
-        for f in schema["fields"]
-    }
+# One Spark driver a grading (the kernel's: every part runs its queries there), with lab 9's
+# room for threads and memory; no job script, so the checks need less time.
+POLICY = replace(LAB9_POLICY, checks_budget_s=3 * SPARK_VALUE_S + 120)
+LAB9 = "__import__('selfcheck.checks.lab9', fromlist=['_'])"  # lab 9's checks module, in the kernel
+IN_KERNEL = "__import__('selfcheck.checks.lab10', fromlist=['_'])"  # this module, in the student's kernel
+IN_SANDBOX = ("sqlite_rows", "sqlite_clear", "sqlite_insert")  # they open the student's SQLite file
 
 
-@check("lab10-q2")
-def judges_compatibility(ctx: Context) -> str:
-    """compatibility(old, new) says full, backward, forward or none, as decoding both ways finds"""
-    kinds = ctx.rng.sample(KINDS, len(KINDS))  # every kind, in a seeded order
-    for kind in kinds:
-        old = seeded_record(ctx)
-        new = changed(ctx, old, kind)
-        want = truth(kind, old, new)
-        got = ctx.sub.value(f"compatibility({old!r}, {new!r})")
-        if isinstance(got, str):
-            got = got.strip().lower()
-        expect(got in ANSWERS, f"compatibility(old, new) should be one of {', '.join(ANSWERS)}", found=got)
-        expect_equal(
-            got,
-            want,
-            f"compatibility of a change ({kind}) to {old['name']}: old fields {shape(old)}, new {shape(new)}",
-            hint="Backward: the NEW schema reads data written with the OLD one. Forward: the OLD schema "
-            "reads NEW data. Write a record with one schema and read it with the other, both ways; "
-            "a field the reader has and the data lacks needs a default.",
-        )
-    predicted = prediction(
-        ctx,
-        "predicted_compatibility",
-        lambda v: (
-            isinstance(v, dict)
-            and set(v) == set(CHANGES_TRUTH)
-            and all(isinstance(x, str) and x.strip().lower() in ANSWERS for x in v.values())
-        ),
-        '{"gate without a default": "full", "backward", "forward" or "none", "int to long": ...}',
-        "your compatibility for two of section 2's changes to the flight schema",
-    )
-    return f"{len(kinds)} changes; " + prediction_feedback(
-        "predicted_compatibility",
-        {k: predicted[k].strip().lower() for k in CHANGES_TRUTH},
-        CHANGES_TRUTH,
-        "A new field without a default cannot be filled in when a new reader reads old data (old readers skip "
-        "it), and an old reader cannot fit a long into an int (a new one reads an old int as a long).",
-    )
+def when_reported(report: dict) -> datetime:
+    """The hour a weather report describes (lab10-q2)."""
+    return datetime.strptime(report["time_hour"], TIME_FORMAT)
 
 
-# The two changes the notebook asks to predict, as Avro's rules (and the demo's decoding) judge them.
-CHANGES_TRUTH = {"gate without a default": "forward", "int to long": "backward"}
+# --- lab10-q1: a stream joined to a table whose rows change over time ------------------------
+
+NAMES_SCHEMA = "carrier STRING, name STRING, since TIMESTAMP, until TIMESTAMP"
+SINCE_EVER = datetime(2013, 1, 1)  # the names in use when the data starts
+PREDICTED_ROWS = 2  # the notebook's demo: one flight of an airline with two names, joined on the code alone
 
 
-# --- q3: a registry on a compacted topic ----------------------------------------------------
-def raised(ctx: Context, expr: str) -> str | None:
-    """The error the student's code raised for `expr` ("ValueError"), or None if it returned.
-    Read here, from the kernel's own reply: no helper in the kernel says whether it raised."""
-    try:
-        ctx.sub.value(expr)
-    except RaisedInKernel as e:
-        return e.ename
+def names_table(rows: list[list]):
+    """Run in the student's kernel: the grader's names, as a table of NAMES_SCHEMA (times UTC)."""
+    from cluster.spark import spark_session
+
+    def at(text):
+        return None if text is None else datetime.strptime(text, TIME_FORMAT).replace(tzinfo=UTC)
+
+    return spark_session().createDataFrame([(c, n, at(s), at(u)) for c, n, s, u in rows], NAMES_SCHEMA)
+
+
+def graders_names(ctx: Context, events: list[dict]) -> list[list]:
+    """The course's airlines with a seeded tag in each name, as versions (carrier, name, since,
+    until): one carrier of the day missing, one renamed at a seeded moment between its flights, one
+    whose only name starts halfway through its flights (those before have no name). A rename falls
+    on a half minute, never on a flight's time, so `until` inclusive or not is the same."""
+    from cluster.lab import airlines
+
+    tag = f" #{ctx.rng.randrange(1000, 10000)}"
+    busy: dict[str, list[datetime]] = defaultdict(list)
+    for e in events:
+        if e["carrier"] != FAKE_CARRIER:
+            busy[e["carrier"]].append(when(e))
+    often = sorted(c for c, times in busy.items() if len(times) >= 4)
+    renamed, late = ctx.rng.sample(often, 2)
+    gone = ctx.rng.choice(sorted(set(busy) - {renamed, late}))
+
+    def between(times: list[datetime]) -> datetime:
+        times = sorted(times)
+        a, b = times[len(times) // 4], times[3 * len(times) // 4]
+        return (a + (b - a) * ctx.rng.random()).replace(second=30, microsecond=0)
+
+    rows = []
+    for a in airlines():
+        c, name = a["carrier"], a["name"] + tag
+        if c == gone:
+            continue
+        if c == renamed:
+            at = between(busy[c])
+            rows += [[c, name, iso(SINCE_EVER), iso(at)], [c, f"{a['name']} (renamed){tag}", iso(at), None]]
+        elif c == late:
+            rows.append([c, name, iso(between(busy[c])), None])
+        else:
+            rows.append([c, name, iso(SINCE_EVER), None])
+    return rows
+
+
+def name_then(rows: list[list], carrier: str, t: datetime) -> str | None:
+    """The name a carrier had at t: since <= t < until (until None: still in use)."""
+    for c, name, since, until in rows:
+        if c == carrier and datetime.strptime(since, TIME_FORMAT) <= t:
+            if until is None or t < datetime.strptime(until, TIME_FORMAT):
+                return name
     return None
 
 
-def attempt(ctx: Context, expr: str) -> dict:
-    """{"value": the value of expr}, or {"error": "KeyError: 12"} if the student's code raised."""
-    try:
-        return {"value": ctx.sub.value(expr)}
-    except RaisedInKernel as e:
-        return {"error": f"{e.ename}: {e.evalue}"[:200]}
+@check("lab10-q1", kernel_runs="the question runs Spark, a child of the kernel")
+def joins_airline_names(ctx: Context) -> str:
+    """with_airline(flights, names) gives every flight, once, the name its airline had when it left, and keeps flights without one"""
+    events = graders_flights(ctx)
+    topic = flights_topic(ctx, events)
+    table = graders_names(ctx, events)
+    names = f"{IN_KERNEL}.names_table({table!r})"
+    parsed = f"{LAB9}.reference_flights({topic!r})"
+    rows = ctx.sub.value(
+        f"[(r['id'], r['name']) for r in with_airline({parsed}, {names}).collect()]", timeout=SPARK_VALUE_S
+    )
+    expect(
+        isinstance(rows, list),
+        "with_airline(flights, names) should return a DataFrame with a name column",
+        found=str(rows)[:200],
+    )
+    want = {e["id"]: name_then(table, e["carrier"], when(e)) for e in events}
+    got: dict[str, list] = defaultdict(list)
+    for flight, name in rows:
+        got[flight].append(name)
+    nameless = sorted(i for i, name in want.items() if name is None)
+    dropped = sorted(set(nameless) - set(got))
+    expect(
+        not dropped,
+        f"flights whose carrier had no name in names when they left, on {topic}",
+        expected=f"all {len(nameless)} kept, with no name (None)",
+        found=f"{len(dropped)} missing, e.g. {dropped[:2]}",
+        hint="A flight that finds no row in names must stay in the result: an inner join drops it, so a new "
+        "airline's flights would vanish from everything downstream. Keep every flight (a left join, the "
+        "stream on the left).",
+    )
+    twice = sorted(i for i, found in got.items() if len(found) > 1)
+    expect(
+        not twice,
+        f"flights that come out more than once, on {topic}",
+        expected="each flight once",
+        found=f"{len(twice)}, e.g. {twice[0]} with {got[twice[0]]}" if twice else "none",
+        hint="An airline renamed during the day has two rows in names: joined on the code alone, each of its "
+        "flights meets both. Join on the carrier and on the time: since <= dep_time < until (until null: "
+        "the name still in use).",
+    )
+    wrong = sorted((i, got[i][0], want[i]) for i in want if i in got and got[i][0] != want[i])
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    expect(
+        not (wrong or missing or extra),
+        f"(id, name) of the flights on {topic}",
+        expected=f"{len(want)} flights, each with the name its airline had when it left, e.g. "
+        f"{next(iter(want.items()))}",
+        found=f"wrong names: {len(wrong)} e.g. {wrong[:1]}; missing: {missing[:2]}; not expected: {extra[:2]}",
+        hint="Use the names table you are given (the grader's differs from the course's, and changes names "
+        "during the day): a flight takes the row of its carrier whose since <= dep_time < until.",
+    )
+    predicted = prediction(
+        ctx,
+        "predicted_rows",
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+        "a whole number, e.g. 1",
+        "how many rows one flight of an airline with two names gives, joined on the code alone",
+    )
+    return prediction_feedback(
+        "predicted_rows",
+        predicted,
+        PREDICTED_ROWS,
+        "A join pairs each row with every row of the other side that meets the condition: on the code "
+        "alone, a flight meets each name its airline ever had.",
+    )
 
 
-def registered(ctx: Context) -> dict[int, dict]:
-    """id -> schema, as the registry topic holds them (the newest record per key)."""
-    latest = {}
-    for r in read_all(ctx, REGISTRY):
-        latest[r.key] = r.value
-    found = {}
-    for value in latest.values():
-        try:
-            entry = json.loads(value)
-            found[int(entry["id"])] = (
-                entry["schema"] if isinstance(entry["schema"], dict) else json.loads(entry["schema"])
+# --- lab10-q2: two streams joined, flights with the weather of their airport and hour ---------
+
+WEATHER_SCHEMA = "origin STRING, time_hour TIMESTAMP, temp DOUBLE, wind_speed DOUBLE, visib DOUBLE, precip DOUBLE"
+JOINED = ("id", "temp", "wind_speed", "visib")  # the columns lab10-q2 reads from the join
+MOVED_ON = timedelta(days=3)  # how far past the day the grader's last reports move the watermark
+STATE_AFTER = 4  # rows a join may keep once the stream has moved on: the last reports
+_QUERIES: dict = {}  # in the kernel: the grader's running queries, by name
+
+
+def reference_stream(topic: str, schema: str):
+    """Run in the student's kernel: the topic as a stream of the schema's columns, parsed here."""
+    from pyspark.sql import functions as F
+
+    from cluster.spark import kafka_options, spark_session
+
+    raw = spark_session().readStream.format("kafka").options(**kafka_options(topic, startingOffsets="earliest")).load()
+    return raw.select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select("e.*")
+
+
+def start_join(with_weather, flights_topic: str, weather_topic: str, name: str) -> str:
+    """Run in the student's kernel: the student's join of the two topics' streams, written to a
+    memory table `name` in append mode (the only mode of a stream-stream inner join)."""
+    import tempfile
+
+    joined = with_weather(reference_stream(flights_topic, SCHEMA), reference_stream(weather_topic, WEATHER_SCHEMA))
+    query = (
+        joined.select(*JOINED)
+        .writeStream.format("memory")
+        .queryName(name)
+        .outputMode("append")
+        .option("checkpointLocation", tempfile.mkdtemp(prefix="lab10-q2-"))
+        .start()
+    )
+    _QUERIES[name] = query
+    return str(query.id)
+
+
+def settle(name: str) -> dict:
+    """Run in the student's kernel: wait until the query has processed what the topics hold,
+    including the batch without data that Spark runs to apply a new watermark (it evicts state
+    there); then the rows in its state."""
+    query = _QUERIES[name]
+    query.processAllAvailable()
+    deadline = time.monotonic() + 30
+    while query.status["isDataAvailable"] or query.status["isTriggerActive"]:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    progress = query.lastProgress or {}
+    return {
+        "batch": progress.get("batchId"),
+        "watermark": progress.get("eventTime", {}).get("watermark"),
+        "state_rows": sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", [])),
+    }
+
+
+def joined_rows(name: str) -> list[tuple]:
+    """Run in the student's kernel: the memory table's rows, the query stopped."""
+    from cluster.spark import spark_session
+
+    rows = [tuple(r) for r in spark_session().table(name).collect()]
+    _QUERIES.pop(name).stop()
+    return rows
+
+
+def flight_hours(events: list[dict]) -> set[tuple[str, str]]:
+    """The (origin, hour as report text) of every flight: the reports some flight can meet."""
+    return {(e["origin"], iso(hour_of(when(e)))) for e in events}
+
+
+def graders_weather(ctx: Context, events: list[dict], whole: datetime | None = None) -> list[dict]:
+    """The reports of the events' day, each temperature moved by a seeded amount and three
+    reports of hours with flights left out (those flights then meet no weather: an outer join
+    shows), none of the hour `whole`, so answers from the public dataset cannot match."""
+    from cluster.lab import weather
+
+    reports = weather(day=int(events[0]["id"][8:10]))
+    busy = flight_hours(events)
+    left_out = set(
+        ctx.rng.sample(
+            [
+                i
+                for i, r in enumerate(reports)
+                if (r["origin"], r["time_hour"]) in busy and (whole is None or when_reported(r) != whole)
+            ],
+            3,
+        )
+    )
+    return [
+        dict(r, temp=round(r["temp"] + ctx.rng.uniform(-4, 4), 2) if r["temp"] is not None else None)
+        for i, r in enumerate(reports)
+        if i not in left_out
+    ]
+
+
+def held_back(ctx: Context, events: list[dict], reports: list[dict], hour: datetime) -> dict:
+    """A seeded report of `hour` at an airport with flights in that hour, which the grader sends
+    in a later micro-batch than the other airports' reports of that hour: a watermark of 0
+    seconds has passed it by then (Spark drops rows at or below the watermark)."""
+    busy = flight_hours(events)
+    of_hour = [r for r in reports if when_reported(r) == hour]
+    return ctx.rng.choice([r for r in of_hour if (r["origin"], r["time_hour"]) in busy and len(of_hour) > 1])
+
+
+@check("lab10-q2", kernel_runs="the question runs Spark, a child of the kernel")
+def joins_the_weather(ctx: Context) -> str:
+    """with_weather(flights, weather) joins two streams: each flight with the report of its airport and hour, and a state that does not grow forever"""
+    events = graders_flights(ctx)
+    middle = hour_of(when(events[len(events) // 2]))
+    reports = graders_weather(ctx, events, whole=middle - 2 * WINDOW)
+    # one partition each: records reach Spark in the order sent, so no flight or report falls
+    # behind the watermark because its partition lagged (the check is about the join, not that)
+    flights_at, weather_at = (graders_topic(ctx, name, 1, retention_ms="-1") for name in ("flights", "weather"))
+    # Steps, so that each side must wait in the join's state for the other: first the morning's
+    # flights with the reports of all but their last hour (those flights wait), but for one
+    # airport's report of the last reported hour, sent alone next, after the others' of its hour
+    # (a watermark of 0 s has passed it); then every other report (the afternoon's wait); then
+    # the afternoon's flights. A join that reads either side as a table misses flights.
+    late = held_back(ctx, events, reports, middle - 2 * WINDOW)
+    name = f"grader_weather_{ctx.rng.randrange(10**6)}"
+    steps = []
+    for i, (flights, weather) in enumerate(
+        (
+            (
+                [e for e in events if when(e) < middle],
+                [r for r in reports if when_reported(r) < middle - WINDOW and r is not late],
+            ),
+            ([], [late]),
+            ([], [r for r in reports if when_reported(r) >= middle - WINDOW]),
+            ([e for e in events if when(e) >= middle], []),
+        )
+    ):
+        send(ctx, flights_at, flights)
+        send(ctx, weather_at, weather)
+        if i == 0:
+            ctx.sub.value(
+                f"{IN_KERNEL}.start_join(with_weather, {flights_at!r}, {weather_at!r}, {name!r})", timeout=SPARK_VALUE_S
             )
-        except Exception:  # records of another shape are the student's own business
-            continue
-    return found
-
-
-@check("lab10-q3")
-def registry_on_a_topic(ctx: Context) -> None:
-    """register keeps schemas on a compacted topic, refuses what old data breaks; the wire format"""
-    from kafka import KafkaProducer
-
-    describe_topic(ctx, REGISTRY, hint='Create lab.topic("schemas") in the registry\'s cell.')
-    policy = topic_configs(ctx, REGISTRY).get("cleanup.policy")
-    expect_equal(
-        policy,
-        "compact",
-        f"cleanup.policy of {ctx.topic(REGISTRY)}",
-        hint="A registry keeps every version forever: a compacted topic (cleanup.policy=compact) "
-        "never drops the newest record of a key.",
-    )
-    subject = f"grader-{ctx.rng.randrange(10**6)}"
-    # Versions other registry processes stored before, with ids nobody could know in advance: so
-    # no id (nor a wire header printed by an earlier run) can be written down.
-    with KafkaProducer(**ctx.kafka) as producer:
-        for _ in range(ctx.rng.randrange(1, 5)):  # however a registry numbers them, ids vary
-            earlier = ctx.rng.randrange(100, 1000)
-            producer.send(
-                ctx.topic(REGISTRY),
-                key=f"earlier-{earlier}/1".encode(),
-                value=json.dumps(
-                    {
-                        "subject": f"earlier-{earlier}",
-                        "version": 1,
-                        "id": earlier,
-                        "schema": changed(ctx, seeded_record(ctx), "add with default"),
-                    }
-                ).encode(),
-            ).get(timeout=30)
-    v1 = seeded_record(ctx)
-    v2 = changed(ctx, copy.deepcopy(v1), "add with default")
-    bad = changed(ctx, copy.deepcopy(v2), "add without default")
-    first = ctx.sub.value(f"register({subject!r}, {v1!r})")
-    again = ctx.sub.value(f"register({subject!r}, {v1!r})")
-    expect(isinstance(first, int), f"register({subject!r}, schema) should return the schema's id (an int)", found=first)
-    expect_equal(
-        again,
-        first,
-        "register() of the same schema a second time",
-        hint="A schema already registered under the subject keeps its id.",
-    )
-    second = ctx.sub.value(f"register({subject!r}, {v2!r})")
-    expect(
-        isinstance(second, int) and second != first,
-        "register() of a new version (a field added with a default) gives a new id",
-        found=second,
-    )
-    error = raised(ctx, f"register({subject!r}, {bad!r})")
-    expect(
-        error is not None,
-        "register() of a version that cannot read the old data (a field added without a default) should raise",
-        expected="ValueError",
-        found="accepted",
-        hint="Before a new version is stored, check that it can read data written with the subject's latest "
-        "version (backward), and raise ValueError if not.",
-    )
-    on_topic = registered(ctx)
-    expect(
-        first in on_topic and second in on_topic,
-        f"the ids {first} and {second} on {ctx.topic(REGISTRY)}",
-        expected="records whose value is JSON with the keys id and schema",
-        found=sorted(on_topic)[:10],
-        hint="Each version is one record: key subject/version, value JSON {subject, version, id, schema}.",
-    )
-    expect(
-        bad not in on_topic.values(),
-        "the refused version must not be on the topic",
-        found="it is there",
-        hint="Check compatibility before you write the version to the topic.",
-    )
-    # Another registry process registers a schema: ids live on the topic, not in one process.
-    other = max(on_topic) + 1 + ctx.rng.randrange(1000, 9000)
-    theirs = changed(ctx, seeded_record(ctx), "add with default")
-    with KafkaProducer(**ctx.kafka) as producer:
-        producer.send(
-            ctx.topic(REGISTRY),
-            key=f"other-{other}/1".encode(),
-            value=json.dumps({"subject": f"other-{other}", "version": 1, "id": other, "schema": theirs}).encode(),
-        ).get(timeout=30)
-    got = attempt(ctx, f"schema_by_id({other})")
-    expect_equal(
-        got,
-        {"value": theirs},
-        f"schema_by_id({other}), a schema another registry process put on the topic",
-        hint="Look ids up on the topic (read it to its end offsets), not in a dict of this process.",
-    )
-    # the wire format, both ways
-    record = {f["name"]: v for f, v in zip(v2["fields"], sample_values(ctx, v2))}
-    data = as_bytes(ctx.sub.value(f"encode({subject!r}, {record!r})"), f"encode({subject!r}, record)")
-    expect(len(data) > 5 and data[0] == 0, "encode(): the first byte is the magic byte 0", found=data[:8])
-    sid = int.from_bytes(data[1:5], "big")
-    expect_equal(sid, second, "encode(): bytes 1-4 are the id of the subject's latest schema, big-endian")
-    expect_equal(avro_record(data[5:], v2), record, "encode(): the rest is the Avro body, read with that schema")
-    old_part = {k: record[k] for k in (f["name"] for f in v1["fields"])}
-    wire = b"\x00" + first.to_bytes(4, "big") + avro_bytes(v1, old_part)
-    back = ctx.sub.value(f"decode({wire!r})")
-    expect_equal(
-        back,
-        old_part,
-        f"decode() of a value written with schema {first} (the wire format)",
-        hint="Read the id from bytes 1-4, fetch that schema, read the body with it.",
-    )
-
-
-def sample_values(ctx: Context, schema: dict) -> list:
-    rng, out = ctx.rng, []
-    for f in schema["fields"]:
-        t = f["type"]
-        out.append(
+        steps.append(ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S))
+    # Days later, a flight and a report that meet nothing: they move the watermark past the whole
+    # day. Then a flight of the day's first reported hour, days late: a join whose watermarks let
+    # go of the day has forgotten that report; one that keeps everything joins it.
+    later = hour_of(when(events[-1])) + MOVED_ON
+    send(
+        ctx,
+        flights_at,
+        [
             {
-                "string": f"s{rng.randrange(1000)}",
-                "int": rng.randrange(-1000, 1000),
-                "long": rng.randrange(-(10**12), 10**12),
-                "double": rng.randrange(1000) / 8,
-                "boolean": rng.random() < 0.5,
-            }.get(t)
-            if isinstance(t, str)
+                "id": "the watermark moves on",
+                "carrier": FAKE_CARRIER,
+                "origin": "BOS",
+                "dest": "ORD",
+                "tailnum": None,
+                "dep_delay": 0,
+                "dep_time": iso(later + timedelta(minutes=30)),
+            }
+        ],
+    )
+    send(
+        ctx,
+        weather_at,
+        [{"origin": "SEA", "time_hour": iso(later), "temp": 50.0, "wind_speed": 5.0, "visib": 10.0, "precip": 0.0}],
+    )
+    steps.append(ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S))
+    first = next(r for r in reports if r is not late)
+    days_late = {
+        "id": f"{first['time_hour'][:10]} {FAKE_CARRIER}1 {first['origin']} days late",
+        "carrier": FAKE_CARRIER,
+        "origin": first["origin"],
+        "dest": "ORD",
+        "tailnum": None,
+        "dep_delay": 0,
+        "dep_time": iso(when_reported(first) + timedelta(minutes=10)),
+    }
+    send(ctx, flights_at, [days_late])
+    steps.append(ctx.sub.value(f"{IN_KERNEL}.settle({name!r})", timeout=SPARK_VALUE_S))
+    rows = ctx.sub.value(f"{IN_KERNEL}.joined_rows({name!r})", timeout=SPARK_VALUE_S)
+
+    report_of = {(r["origin"], r["time_hour"]): r for r in reports}
+    want = {}
+    for e in events:
+        r = report_of.get((e["origin"], iso(hour_of(when(e)))))
+        if r is not None:
+            want[e["id"]] = (r["temp"], r["wind_speed"], r["visib"])
+    got: dict[str, list] = defaultdict(list)
+    for row in rows:
+        got[row[0]].append(tuple(row[1:]))
+    expect(
+        days_late["id"] not in got,
+        "a flight sent three days after the others, of an hour whose report came on time",
+        expected="left out: the watermarks have passed its hour, the join forgot the report",
+        found=f"joined with {got.get(days_late['id'], [None])[0]}",
+        hint="The join still holds the day's reports days later: give both streams a watermark of hours, not "
+        "days (and none is no better: Spark then keeps every row forever), and bound dep_time by the "
+        "report's hour.",
+    )
+    twice = sorted(i for i, found in got.items() if len(found) > 1)
+    expect(
+        not twice,
+        f"flights joined with more than one report, on {flights_at} and {weather_at}",
+        expected="each flight once, with the report of the hour it left",
+        found=f"{len(twice)} e.g. {twice[:2]}",
+        hint="Bound the join in time on both sides: a report's time_hour <= dep_time < time_hour + 1 hour "
+        "(and the same origin), so a flight meets only its own hour's report.",
+    )
+    same = lambda a, b: a == b or (a is not None and b is not None and close(float(a), float(b)))
+    wrong = sorted(
+        (i, got[i][0], w) for i, w in want.items() if i in got and not all(same(x, y) for x, y in zip(got[i][0], w))
+    )
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    expect(
+        not (wrong or missing or extra),
+        f"the flights of {flights_at} joined with the reports of {weather_at}",
+        expected=f"{len(want)} flights with (temp, wind_speed, visib), e.g. {next(iter(want.items()), None)}",
+        found=f"{len(got)}; wrong values: {len(wrong)} e.g. {wrong[:1]}; missing: {len(missing)} e.g. "
+        f"{missing[:2]}; not expected: {len(extra)} e.g. {extra[:2]}",
+        hint="Join the two streams you are given (the checks move every temperature, so tables of the "
+        "public data do not match) on origin and the hour the flight left; an inner join (a flight "
+        "without a report is left out). Read both as the streams you are given (each side waits for "
+        "the other), and give each a watermark longer than its lateness (reports come an hour late, "
+        "an airport's sometimes after the others' of that hour) so no row is dropped before its partner "
+        "arrives.",
+    )
+    state = steps[-1]["state_rows"]
+    expect(
+        state <= STATE_AFTER,
+        "rows the join keeps in its state once the stream is days past the grader's flights",
+        expected=f"at most {STATE_AFTER} (the last flight and report)",
+        found=f"{state} rows",
+        hint="Without a watermark on both streams and a time bound in the join condition, Spark must keep "
+        "every flight and report forever, in case a match arrives: memory grows without end. Add "
+        "withWatermark to both sides and bound dep_time by the report's hour.",
+    )
+    return (
+        f"{len(want)} flights joined; rows in the join's state after each step: "
+        f"{', '.join(str(s['state_rows']) for s in steps)}"
+    )
+
+
+# --- lab10-q3: foreachBatch into a table, right when a micro-batch is run twice ---------------
+
+TABLE_FILE, TABLE = "delays.db", "hourly"
+BATCH_SCHEMA = "hour TIMESTAMP, origin STRING, flights BIGINT, avg_delay DOUBLE"
+
+
+def batch_frame(rows: list[list]):
+    """Run in the student's kernel: a micro-batch of an update-mode query, as foreachBatch gets it."""
+    from cluster.spark import spark_session
+
+    return spark_session().createDataFrame(
+        [(datetime.strptime(h, TIME_FORMAT).replace(tzinfo=UTC), o, f, a) for h, o, f, a in rows], BATCH_SCHEMA
+    )
+
+
+def table_rows(ctx: Context) -> list[tuple]:
+    """The student's table, read in the grading's sandbox (a file the student's code wrote)."""
+    return [tuple(r) for r in in_sandbox.call(ctx, "selfcheck.checks.lab10:sqlite_rows", str(ctx.workdir))]
+
+
+def sqlite_rows(workdir: str) -> list[tuple]:
+    path = Path(workdir) / TABLE_FILE
+    no_links(Path(workdir), TABLE_FILE)
+    expect(
+        path.is_file(),
+        f"save_batch wrote no {TABLE_FILE} in the notebook's folder",
+        hint=f'Open sqlite3.connect("{TABLE_FILE}") in save_batch and write the batch\'s rows to a table {TABLE}.',
+    )
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            rows = db.execute(
+                f"SELECT hour, origin, flights, avg_delay FROM {TABLE} LIMIT {MAX_OUTPUT_ROWS + 1}"
+            ).fetchall()
+    except sqlite3.Error as e:
+        raise CheckFailed(
+            f"{TABLE_FILE} has no readable table {TABLE} (hour, origin, flights, avg_delay): {e}",
+            hint=f"Create the table in save_batch if it is not there: CREATE TABLE IF NOT EXISTS {TABLE} "
+            "(hour TEXT, origin TEXT, flights INTEGER, avg_delay REAL, PRIMARY KEY (hour, origin)).",
+        ) from None
+    expect(
+        len(rows) <= MAX_OUTPUT_ROWS,
+        f"{TABLE} holds more than {MAX_OUTPUT_ROWS:,} rows",
+        hint="Keep one row per hour and airport.",
+    )
+    return rows
+
+
+HOUR_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H")
+
+
+def hour_in_table(value) -> datetime | None:
+    """An hour as a table may hold it ("2013-01-05 14:00:00", "2013-01-05T14:00:00Z",
+    "2013-01-05 14:00", ...); None for anything else."""
+    text = str(value).strip().replace("T", " ").removesuffix("Z").removesuffix("+00:00")
+    for form in HOUR_FORMATS:
+        try:
+            return datetime.strptime(text[:19], form)
+        except ValueError:
+            pass
+    return None
+
+
+def utc_hour_text(value) -> str:
+    """An hour of the table as "2013-01-05 14:00:00"; unreadable values as they are."""
+    hour = hour_in_table(value)
+    return str(hour) if hour is not None else str(value)
+
+
+def sqlite_hint(e: sqlite3.Error) -> str:
+    return (
+        "Commit or close every connection you open (with sqlite3.connect(...) as db: commits; db.close() closes)."
+        if "locked" in str(e)
+        else f"Keep {TABLE} with the columns hour, origin, flights and avg_delay."
+    )
+
+
+def clear_table(ctx: Context) -> set[tuple[str, str]]:
+    """Empty every table the notebook's own run left in the file (the batch ids a save_batch may
+    keep beside the hours included; the file and the tables' layout stay: the student's kernel
+    may hold the file open); the (hour, origin) keys of hourly. In the grading's sandbox."""
+    return {tuple(k) for k in in_sandbox.call(ctx, "selfcheck.checks.lab10:sqlite_clear", str(ctx.workdir))}
+
+
+def sqlite_clear(workdir: str) -> list[tuple[str, str]]:
+    path = Path(workdir) / TABLE_FILE
+    if not path.is_file():
+        return []
+    no_links(Path(workdir), TABLE_FILE)
+    try:
+        with sqlite3.connect(path, timeout=10) as db:
+            tables = [
+                t
+                for (t,) in db.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                )
+            ]
+            keys = (
+                {
+                    (utc_hour_text(h), o)
+                    for h, o in db.execute(f"SELECT hour, origin FROM {TABLE} LIMIT {MAX_OUTPUT_ROWS}")
+                }
+                if TABLE in tables
+                else set()
+            )
+            for t in tables:
+                db.execute(f'DELETE FROM "{t}"')
+            return sorted(keys)
+    except sqlite3.Error as e:
+        raise CheckFailed(f"the grader could not empty the tables of {TABLE_FILE}: {e}", hint=sqlite_hint(e)) from None
+
+
+def earlier_run_row(ctx: Context, hour: datetime) -> tuple:
+    """Add to the student's table a row as an earlier run of the job would have left it, so a
+    save_batch that rewrites the whole table from what its process remembers loses it. The hour
+    is written the way save_batch writes hours where the grader can tell (the same text with
+    another date and hour), else as the text asks ("2013-01-01 10:00:00"). A row the grader cannot
+    add fails the part: a check that cannot run its step never passes it."""
+    mine = hour.strftime("%Y-%m-%d %H:%M:%S")
+    known = [(h, hour_in_table(h)) for h, *_ in table_rows(ctx) if isinstance(h, str) and hour_in_table(h)]
+    if known:
+        text, seen = known[0]
+        assert seen is not None  # known keeps the hours the table's text gives
+        at = text.find(seen.strftime("%Y-%m-%d"))
+        clock = text.find(seen.strftime("%H"), at + 10) if at >= 0 else -1
+        like = (
+            text[:at] + hour.strftime("%Y-%m-%d") + text[at + 10 : clock] + hour.strftime("%H") + text[clock + 2 :]
+            if clock >= 0
             else None
         )
-    return out
+        if like is not None and hour_in_table(like) == hour:
+            mine = like
+    row = (mine, "LGA", ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3))
+    in_sandbox.call(ctx, "selfcheck.checks.lab10:sqlite_insert", str(ctx.workdir), list(row))
+    return row
 
 
-# --- q4: Kafka Connect ----------------------------------------------------------------------
-SOURCE_CLASS = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-SINK_CLASS = "org.apache.kafka.connect.file.FileStreamSinkConnector"
-# Connect also takes a connector's simple class name, or that name without "Connector"
-ALIASES = {
-    cls: {cls, cls.rsplit(".", 1)[1], cls.rsplit(".", 1)[1].removesuffix("Connector")}
-    for cls in (SOURCE_CLASS, SINK_CLASS)
-}
-# What a FileStream connector's settings may hold: the grader runs the worker itself, so a
-# connector may only read and write the files the grader names, with the stock classes.
-ALLOWED = {
-    "name",
-    "connector.class",
-    "tasks.max",
-    "file",
-    "topic",
-    "topics",
-    "batch.size",
-    "key.converter",
-    "value.converter",
-    "consumer.override.group.id",
-    "consumer.override.auto.offset.reset",
-}
-CONVERTERS = {"org.apache.kafka.connect.storage.StringConverter"}
-# What the other allowed settings' values may be (the worker reads them as Java properties: a
-# value is a value, never a way to a setting of its own).
-VALUES = {
-    "name": r"[\w.-]{1,100}",
-    "tasks.max": r"[1-9]\d?",
-    "batch.size": r"[1-9]\d{0,6}",
-    "consumer.override.auto.offset.reset": r"earliest|latest|none",
-    "consumer.override.group.id": r"[\w.-]{1,249}",
-}
-FIRST_LINES, MORE_LINES, SINK_RECORDS = 30, 12, 20
-CONNECT_WAIT_S = 60
-
-
-def connector_config(ctx: Context, expr: str, cls: str, file: str, topic_key: str, topic: str) -> dict:
-    config = ctx.sub.value(expr)
-    expect(isinstance(config, dict), f"{expr} should return a dict of connector settings", found=type(config).__name__)
-    config = {str(k): str(v) for k, v in config.items()}
-    expect(
-        config.get("connector.class") in ALIASES[cls],
-        f"connector.class of {expr}",
-        expected=cls,
-        found=config.get("connector.class"),
-        hint="The FileStream connectors ship with Kafka: use their class names.",
-    )
-    expect_equal(config.get("file"), file, f"the file of {expr}", hint="Use the path you were given.")
-    expect_equal(config.get(topic_key), topic, f"{topic_key} of {expr}", hint="Use the topic you were given.")
-    extra = sorted(set(config) - ALLOWED)
-    expect(
-        not extra, f"{expr} has settings a FileStream connector does not need", expected=sorted(ALLOWED), found=extra
-    )
-    for key in ("key.converter", "value.converter"):
-        expect(
-            config.get(key, next(iter(CONVERTERS))) in CONVERTERS,
-            f"{key} of {expr}",
-            expected="org.apache.kafka.connect.storage.StringConverter",
-            found=config.get(key),
-        )
-    for key, pattern in VALUES.items():
-        expect(
-            key not in config or re.fullmatch(pattern, config[key]) is not None,
-            f"{key} of {expr}",
-            expected=f"a value like {pattern}",
-            found=config.get(key),
-        )
-    return config
-
-
-def lines_of(ctx: Context, topic: str) -> list[str]:
-    return [r.value.decode(errors="replace") for r in sorted(read_all(ctx, topic), key=lambda r: r.offset)]
-
-
-def worker_did(what: str, ready, worker, hint: str) -> None:
-    """Wait until ready() (the Connect worker did `what`); the student's problem if it never does."""
-    if not wait_for(ready, timeout_s=CONNECT_WAIT_S, every_s=0.5):
-        raise CheckFailed(f"{what} within {CONNECT_WAIT_S} s", found=worker.log_tail(2), hint=hint)
-
-
-def file_lines(folder, name: str) -> list[str]:
-    """The lines of a file the worker wrote, read without following links, at most 1 MB."""
+def sqlite_insert(workdir: str, row: list) -> None:
+    no_links(Path(workdir), TABLE_FILE)
     try:
-        text = read_text(folder, name, limit=2**20)
-    except OSError as e:
-        raise CheckFailed(f"the sink's file could not be read: {e}") from None
-    return (text or "").splitlines()
-
-
-# The kernel stays frozen for the whole check (the default): from the first setting it returns
-# to the last line the grader reads, nothing of the student's runs but the worker, and the
-# worker runs only the stock FileStream classes with allowed settings. It runs in the grading's
-# sandbox, in a folder of the grader's (ctx.private_dir) that only the worker's own sandbox can
-# write, and its REST API answers only the grader (private_rest).
-@check("lab10-q4")
-def connect_moves_files(ctx: Context) -> None:
-    """source_config and sink_config: a file into a topic (resumed after a restart, no line twice), a topic into a file"""
-    from kafka import KafkaProducer
-
-    from cluster.accounts import Account
-    from cluster.errors import ClusterError
-    from cluster.kafka_connect import ConnectWorker
-
-    from .kafka_state import graders_topic, short_name
-
-    # In a self-check there is no sandbox and no private folder: the student's own folder.
-    base = ctx.private_dir or ctx.workdir
-    folder = base / f"grader-connect-{ctx.rng.randrange(10**6)}"
-    csv, out = folder / "flights.csv", folder / "out.txt"
-    flights = made_up_flights(ctx, FIRST_LINES + MORE_LINES)
-    lines = [",".join(str(f[k]) for k in ("id", "carrier", "origin", "dest", "dep_delay")) for f in flights]
-    into = graders_topic(ctx, "connect-in", 1, protect=False)  # the source connector writes it
-    outof = graders_topic(ctx, "connect-out", 1)
-    source = connector_config(
-        ctx, f"source_config('grader-source', {str(csv)!r}, {into!r})", SOURCE_CLASS, str(csv), "topic", into
-    )
-    sink = connector_config(
-        ctx, f"sink_config('grader-sink', {outof!r}, {str(out)!r})", SINK_CLASS, str(out), "topics", outof
-    )
-    # Made only now, after the last value read from the kernel: the student's code had the path, never the folder.
-    make_dirs(base, folder.name)
-    write_text(folder, csv.name, "\n".join(lines[:FIRST_LINES]) + "\n", mode=0o644)
-    sent = [f"{f['id']} left {f['dep_time']}" for f in made_up_flights(ctx, SINK_RECORDS)]
-    with KafkaProducer(**ctx.kafka) as producer:
-        for v in sent:
-            producer.send(outof, v.encode())
-        producer.flush()
-    env = ctx.env or {}
-    login = Account(env["KAFKA_USERNAME"], env["KAFKA_PASSWORD"]) if env.get("KAFKA_USERNAME") else None
-    launch = None
-    if ctx.sandbox is not None:  # grading: the worker in the sandbox, as the grading's Kafka user
-        sandbox = ctx.sandbox.with_writable(folder)
-        launch = lambda argv, **kw: sandbox.popen(argv, dict(env), **kw)
-    hint_sink = (
-        "A sink connector's consumer group is connect-<name> unless you set consumer.override.group.id: "
-        "the brokers let you use only groups in your namespace (lab.group(...))."
-    )
-
-    def worker():
-        return ConnectWorker(
-            folder / "worker", [source, sink], login=login, launch=launch, private_rest=ctx.sandbox is not None
-        )
-
-    try:
-        with worker() as running:
-            worker_did(
-                f"the first {FIRST_LINES} lines of the file on the topic",
-                lambda: len(lines_of(ctx, short_name(into))) >= FIRST_LINES,
-                running,
-                "",
-            )
-            worker_did(
-                f"{SINK_RECORDS} records of the topic in the sink's file",
-                lambda: len(file_lines(folder, out.name)) >= SINK_RECORDS,
-                running,
-                hint_sink,
-            )
-        # the file grows while the worker is down
-        write_text(folder, csv.name, "\n".join(lines[FIRST_LINES:]) + "\n", mode=0o644, append=True)
-        with worker() as running:
-            worker_did(
-                f"all {len(lines)} lines on the topic after the restart",
-                lambda: len(lines_of(ctx, short_name(into))) >= len(lines),
-                running,
-                "",
-            )
-            time.sleep(2)  # a source that started the file over would add lines now
-    except ClusterError as e:
+        with sqlite3.connect(Path(workdir) / TABLE_FILE, timeout=10) as db:
+            db.execute(f"INSERT INTO {TABLE} (hour, origin, flights, avg_delay) VALUES (?, ?, ?, ?)", row)
+    except sqlite3.Error as e:
         raise CheckFailed(
-            f"the Connect worker could not run your connectors: {str(e)[:600]}",
-            hint=hint_sink if "uthoriz" in str(e) else "Read the message: a setting or a topic is wrong.",
+            f"the grader could not add a row of an earlier run, {tuple(row)}, to the table {TABLE}: {e}",
+            hint=f"Keep {TABLE} to the columns the text names (hour, origin, flights, avg_delay; any "
+            "other needs a default), with one row per hour and airport: the grader checks that "
+            "rows of an earlier run survive a restart.",
         ) from None
-    expect_equal(
-        lines_of(ctx, short_name(into)),
-        lines,
-        "the topic after a restart with more lines in the file",
-        hint="Each line once, in order: the worker keeps the source's position in its offsets file.",
+
+
+@check("lab10-q3", kernel_runs="the question runs Spark, a child of the kernel")
+def upserts_each_batch(ctx: Context) -> str:
+    """save_batch(batch, batch_id) keeps a table of hourly delays right through updates and a replayed micro-batch"""
+    no_links(ctx.workdir, TABLE_FILE)
+    removed = clear_table(ctx)  # the rows of the notebook's own run
+    day = ctx.rng.randrange(2, 32)
+    hours = [datetime(2013, 1, day, h) for h in ctx.rng.sample(range(11, 24), 6)]
+    row = lambda h, o: [iso(h), o, ctx.rng.randrange(1, 40), round(ctx.rng.uniform(-10, 90), 3)]
+    first = [row(h, o) for h in hours[:3] for o in ("EWR", "JFK")]
+    # an update-mode query's next batch: hours that changed (more flights came) and new ones
+    second = [row(h, o) for h, o in ((hours[2], "EWR"), (hours[3], "LGA"), (hours[3], "JFK"))]
+    third = [row(h, o) for h, o in ((hours[3], "LGA"), (hours[4], "EWR"))]
+    batches = [(0, first), (1, second), (1, second), (2, third)]  # batch 1 replayed after a crash
+    truth = {}
+    for i, (batch_id, rows) in enumerate(batches):
+        ctx.sub.value(f"save_batch({IN_KERNEL}.batch_frame({rows!r}), {batch_id}) is None", timeout=SPARK_VALUE_S)
+        for h, o, f, a in rows:
+            truth[(str(datetime.strptime(h, TIME_FORMAT)), o)] = (f, a)
+        if i == 0:
+            # The job restarts after micro-batch 0 (a new process: nothing of the last one's memory)
+            # and the table holds a row of an earlier run besides: both must stay.
+            kept = earlier_run_row(ctx, hours[5])
+            truth[(utc_hour_text(kept[0]), kept[1])] = kept[2:]
+    found = table_rows(ctx)
+    keys = [(utc_hour_text(h), o) for h, o, *_ in found]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    wrong = sorted(
+        (k, (f, a), truth.get(k))
+        for k, (_, _, f, a) in zip(keys, found)
+        if truth.get(k) is None or f != truth[k][0] or not isinstance(a, (int, float)) or not close(a, truth[k][1])
     )
-    expect_equal(file_lines(folder, out.name), sent, "the sink's file")
+    missing = sorted(set(truth) - set(keys))
+    back = sorted(set(keys) & (removed - set(truth)))
+    unknown = sorted(set(keys) - set(truth) - removed)
+    hint = (
+        f"Rows the grader deleted before its micro-batches came back, e.g. {back[0]} (your notebook's own "
+        "run): save_batch rewrites the table from what its process remembers. Write only the batch's rows, "
+        "upserted into the table as it is."
+        if back
+        else f"The table has hours that no batch had, e.g. {unknown[0]}: write each hour as UTC text "
+        '(format it in Spark: F.date_format("hour", "yyyy-MM-dd HH:mm:ss"); str() of what collect() gives '
+        "is your computer's local time)."
+        if unknown
+        else "An hour is in the table twice: a replayed micro-batch, or an update of an hour, was inserted again. "
+        "Upsert by (hour, origin): INSERT ... ON CONFLICT (hour, origin) DO UPDATE (or INSERT OR REPLACE with "
+        "that primary key), so writing the same batch twice changes nothing."
+        if twice
+        else "Hours of earlier micro-batches, or of an earlier run, are gone: each batch of an update-mode query "
+        "holds only the rows that changed, so add them to the table; do not replace the table with the batch "
+        "or with what your process remembers (a restarted job remembers nothing)."
+        if missing
+        else "Some rows have old or wrong values: an hour's newer row must replace its older one."
+    )
+    expect(
+        not (back or twice or wrong or missing),
+        f"table {TABLE} of {TABLE_FILE} after micro-batches 0, 1, 1 again (replayed), 2",
+        expected=f"{len(truth)} (hour, origin) rows, each with its latest values",
+        found=f"{len(found)} rows; twice: {twice[:2]}; wrong: {len(wrong)} e.g. {wrong[:1]}; missing: {missing[:2]}",
+        hint=hint,
+    )
+    return f"{len(truth)} rows right after 4 calls (one a replay), a row of an earlier run kept"

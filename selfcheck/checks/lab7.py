@@ -321,7 +321,24 @@ def leaders_and_isr(ctx: Context) -> str:
             found=lines or f"extra partitions {extra}",
             hint=hint,
         )
-    return f"{n} partitions, broker {victim} stopped"
+    predicted = prediction(
+        ctx,
+        "predicted_broker3",
+        lambda v: isinstance(v, dict) and set(v) == set(STOPPED_TRUTH) and all(isinstance(x, bool) for x in v.values()),
+        '{"replicas": True or False, "in_sync": True or False}',
+        "whether a stopped broker is still among the replicas, and among the in-sync replicas",
+    )
+    return f"{n} partitions, broker {victim} stopped; " + prediction_feedback(
+        "predicted_broker3",
+        {k: predicted[k] for k in STOPPED_TRUTH},
+        STOPPED_TRUTH,
+        "The replica list is fixed when the topic is made (only a reassignment changes it); the ISR is who is "
+        "caught up now, and a stopped broker is dropped from it at once.",
+    )
+
+
+# What section 1's demo shows of a cleanly stopped broker, on any machine.
+STOPPED_TRUTH = {"replicas": True, "in_sync": False}
 
 
 # --- lab7-q2 -------------------------------------------------------------------------------------

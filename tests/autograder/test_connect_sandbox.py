@@ -1,4 +1,4 @@
-"""Lab 10's Connect worker as the grader runs it (selfcheck/checks/lab10.py): inside a grading
+"""Lab 11's Connect worker as the grader runs it (selfcheck/checks/lab11.py): inside a grading
 sandbox, in a folder of the grader's that the kernel's sandbox never sees, with a REST API that
 answers only the grader. A submission can neither put a jar on its plugin path nor drive it."""
 

@@ -15,7 +15,7 @@ from selfcheck.checks.kafka_state import graders_topic
 
 
 def test_a_taken_name_gets_another_number_and_the_taken_topic_is_left_alone(cluster):
-    ctx = Context("lab9", "lab9-q5", None, f"taken-{uuid.uuid4().hex[:8]}", cluster.admin_connection(), seed=7)
+    ctx = Context("lab10", "lab10-q2", None, f"taken-{uuid.uuid4().hex[:8]}", cluster.admin_connection(), seed=7)
     try:
         # the name graders_topic draws first, from the same seeded source as the check's
         taken = ctx.topic(f"flights-{random.Random(f'{ctx.seed}:{ctx.label}').randrange(10**6)}")

@@ -158,7 +158,10 @@ def test_every_corpus_entry_still_applies_to_its_lab(scenario):
         ("[(r['id'], type(r['t']).__name__) for r in parse(__import__('m').raw())]", "parse"),
         ("lab.topic('x')", "lab"),
         # a function passed to the grader's own code in the kernel: the argument, not the import
-        ("__import__('selfcheck.checks.lab9', fromlist=['_']).start_join(with_weather, 'a', 'b', 'n')", "with_weather"),
+        (
+            "__import__('selfcheck.checks.lab10', fromlist=['_']).start_join(with_weather, 'a', 'b', 'n')",
+            "with_weather",
+        ),
     ],
 )
 def test_a_missing_answer_is_named_by_the_students_function(expr, name):

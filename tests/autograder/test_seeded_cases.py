@@ -128,8 +128,8 @@ def test_lab9_reads_a_partitioned_output_as_spark_does(tmp_path):
     assert inside(out, "file:/x/hourly/part-1.parquet").as_posix() == "part-1.parquet"
 
 
-def test_lab10s_compatibility_truths_are_what_decoding_finds():
-    """The grader's truth for lab10-q2 follows Avro's rules (its code ships in the student kit,
+def test_lab11s_compatibility_truths_are_what_decoding_finds():
+    """The grader's truth for lab11-q2 follows Avro's rules (its code ships in the student kit,
     so it does not decode: that is the exercise). Here every kind of change, on many seeds, is
     decoded both ways with fastavro: the rules must say what decoding finds."""
     import random
@@ -137,7 +137,7 @@ def test_lab10s_compatibility_truths_are_what_decoding_finds():
 
     from fastavro.utils import generate_many
 
-    from selfcheck.checks.lab10 import KINDS, WORD, avro_bytes, avro_record, changed, seeded_record, truth
+    from selfcheck.checks.lab11 import KINDS, WORD, avro_bytes, avro_record, changed, seeded_record, truth
 
     def decodes(writer, reader):
         try:
@@ -159,11 +159,11 @@ def test_lab10s_compatibility_truths_are_what_decoding_finds():
     assert {answer for _, answer in seen} == {"full", "backward", "forward", "none"}
 
 
-def test_lab10s_made_up_flights_round_trip_through_the_graders_contract():
+def test_lab11s_made_up_flights_round_trip_through_the_graders_contract():
     import random
     from types import SimpleNamespace
 
-    from selfcheck.checks.lab10 import avro_bytes, avro_record, flight_schema, made_up_flights, proto_bytes, proto_dict
+    from selfcheck.checks.lab11 import avro_bytes, avro_record, flight_schema, made_up_flights, proto_bytes, proto_dict
 
     for seed in range(300):
         for n in (3, 12):
@@ -230,11 +230,12 @@ def test_lab3_q1s_cases_tell_a_forgotten_sign_mask_and_pythons_hash():
         assert sum(murmur2(k) % n != java_partition(k, n) for k, n in cases) >= 2, seed
 
 
-def test_lab9s_own_flights_have_distinct_ids_and_left_out_reports_leave_flights_without_weather():
-    from selfcheck.checks.lab9 import WINDOW, graders_flights, graders_weather, held_back, hour_of, iso, when
+def test_lab10s_own_flights_have_distinct_ids_and_left_out_reports_leave_flights_without_weather():
+    from selfcheck.checks.lab9 import WINDOW, graders_flights, hour_of, iso, when
+    from selfcheck.checks.lab10 import graders_weather, held_back
     from cluster.lab import weather
 
-    for seed in [780, 1242, 0, 1]:  # the first two once left no report of the hour to hold back in q5
+    for seed in [780, 1242, 0, 1]:  # the first two once left no report of the hour to hold back in lab10-q2
         ctx = ctx_of(seed)
         events = graders_flights(ctx)
         ids = [e["id"] for e in events]

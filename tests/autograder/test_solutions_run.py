@@ -16,7 +16,7 @@ from nbclient import NotebookClient
 from layers import heavy
 from autograder.pipeline import RELEASE, SOLUTIONS, course_labs
 
-# lab 9's notebook runs Spark for minutes, lab 10's a Connect worker: the `heavy` layer (make test-heavy)
+# labs 9 and 10 run Spark for minutes, lab 11 a Connect worker: the `heavy` layer (make test-heavy)
 LABS = [pytest.param(lab, marks=pytest.mark.heavy) if heavy(lab) else lab for lab in course_labs()]
 
 
@@ -58,7 +58,7 @@ def cli_lag_is_lags(text: str) -> bool:
 
 
 def spark_says_nothing_to_ignore(text: str) -> bool:
-    """Lab 9's cells show no Spark warning a student cannot act on (cluster/spark-log4j2.properties
+    """Labs 9 and 10: their cells show no Spark warning a student cannot act on (cluster/spark-log4j2.properties
     keeps those out; the notebook names the one line Java itself prints)."""
     return not re.search(r"^\d\d:\d\d:\d\d (WARN|ERROR) ", text, re.M)
 
@@ -111,6 +111,9 @@ LESSONS = {
         r"\$ kafka-configs\.sh --describe [^\n]+\nDynamic configs for topic \S+ are:\n  retention\.ms=86400000 ",
     ],
     "lab7": [
+        r"broker 3 among every partition's replicas: True \| among any partition's in-sync replicas: False "
+        r"\| you predicted: \{'replicas': True, 'in_sync': False\}",  # the list is fixed, the ISR is who is up
+        r"predicted_broker3: right, the demo showed the same",  # lab7-q1's feedback
         r"killed broker \d: partition 0 had a new leader, broker \d, after ([2-9]|1\d)\.\d s",  # the 3 s session timeout
         r"stopped broker \d cleanly: partition 1 had a new leader, broker \d, after [0-4]\.\d s",  # handed over first
         r"killed the active controller \d: controller \d took over after \d+\.\d s",
@@ -164,18 +167,26 @@ LESSONS = {
         r"lab9-q1 passed",
         r"lab9-q2 passed",
         r"lab9-q3 passed",
-        r"lab9-q4 passed",
+    ],
+    "lab10": [
+        spark_says_nothing_to_ignore,
+        r"Spark UI: http://[\d.]+:40\d\d\n",  # from the first cell
+        r"(\d+) EV flights \| joined on the code alone: (\d+) rows, 2 per flight \| with_airline: \1 rows "
+        r"\| you predicted 2 per flight",  # a renamed airline's flights meet both names
+        r"predicted_rows: right, the demo showed the same",  # lab10-q1's feedback
+        r"lab10-q1 passed",
         r"(\d+) alerts for \1 flights two hours late or more",  # the Kafka sink
         r"810 of 838 flights met their hour's report; 28 left out",  # an inner join of two streams
         r"rows kept in the join's state at the end: \d\d? with watermarks, (\d+) without \(every flight "
         r"and report so far: \1\)",  # bounded vs unbounded state
-        r"lab9-q5 passed",
-        r"lab9-q6 passed",
+        r"lab10-q2 passed",
+        r"lab10-q3 passed",
         r"micro-batch 2 written twice; table rows: 56 \| equal to the batch job's: True",  # an idempotent upsert
         r"default trigger: 191 flights replayed; median [0-4]\.\d\d s",  # fresh within 5 s
         r"processingTime 1 s: 191 flights replayed; median [0-4]\.\d\d s",
+        r"micro-batch \d+: +\d+ rows in, +\d+ ms, watermark \S+, rows in the join's state \d+",  # the UI's numbers
     ],
-    "lab10": [
+    "lab11": [
         r"after: the consumer crashes: unsupported operand",  # JSON: nothing checked
         r"json +128,454 +100% ",
         r"avro +52,408 +41% ",
@@ -192,7 +203,7 @@ LESSONS = {
         r"the same, with an alias +backward\n",
         r"dep_delay int to string +none\n",
         r"you predicted: \{'gate without a default': 'forward', 'int to long': 'backward'\}",
-        r"predicted_compatibility: right, the demo showed the same",  # lab10-q2's feedback
+        r"predicted_compatibility: right, the demo showed the same",  # lab11-q2's feedback
         r"read without an error; dep_delay is '' - the delay of 2 is gone",  # protobuf: silent loss
         r"version 1: 1 \| again: 1\n",
         r"version 2 \(a gate, with a default\): 2\n",
@@ -201,10 +212,12 @@ LESSONS = {
         r"838 of 838 lines copied through \S+\n",  # Connect: no code of yours
         r"the source's offsets: \[\{'partition': \{'filename': '[^']+'\}, 'offset': \{'position': (\d+)\}\}\] "
         r"\| the file's size: \1\n",  # a byte position
-        r"lab10-q1 passed",
-        r"lab10-q2 passed",
-        r"lab10-q3 passed",
-        r"lab10-q4 passed",
+        r"lab11-q1 passed",
+        r"lab11-q2 passed",
+        r"lab11-q3 passed",
+        r"records on \S+: (\d+) \(838 before the restart, 10 lines appended\) \| distinct: \1 \| you predicted 848",
+        r"predicted_records: right, the demo showed the same",  # lab11-q4's feedback
+        r"lab11-q4 passed",
     ],
     "lab5": [
         r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",
