@@ -76,6 +76,18 @@ def prediction(ctx: "Context", name: str, well_formed: Callable[[Any], bool], fo
     return value
 
 
+def predicted_booleans(ctx: "Context", name: str, truth: dict[str, bool], what: str) -> dict:
+    """A prediction of True or False for each key of `truth` (the notebook's dict `name`, no other
+    keys), checked for its form only (see prediction)."""
+    return prediction(
+        ctx,
+        name,
+        lambda v: isinstance(v, dict) and set(v) == set(truth) and all(isinstance(x, bool) for x in v.values()),
+        "{" + ", ".join(f'"{k}": True or False' for k in truth) + "}",
+        what,
+    )
+
+
 def shown_in_kernel(ctx: "Context", expr: str) -> Any:
     """What a demo left in the kernel (`expr`), for a prediction's feedback; None where the demo has
     not run (a grading leaves demos out)."""

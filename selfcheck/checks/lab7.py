@@ -28,6 +28,7 @@ from . import (
     LabPolicy,
     check,
     expect,
+    predicted_booleans,
     prediction,
     prediction_feedback,
 )
@@ -321,11 +322,10 @@ def leaders_and_isr(ctx: Context) -> str:
             found=lines or f"extra partitions {extra}",
             hint=hint,
         )
-    predicted = prediction(
+    predicted = predicted_booleans(
         ctx,
         "predicted_broker3",
-        lambda v: isinstance(v, dict) and set(v) == set(STOPPED_TRUTH) and all(isinstance(x, bool) for x in v.values()),
-        '{"replicas": True or False, "in_sync": True or False}',
+        STOPPED_TRUTH,
         "whether a stopped broker is still among the replicas, and among the in-sync replicas",
     )
     return f"{n} partitions, broker {victim} stopped; " + prediction_feedback(

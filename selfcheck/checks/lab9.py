@@ -24,7 +24,7 @@ from . import (
     check,
     expect,
     in_sandbox,
-    prediction,
+    predicted_booleans,
     prediction_feedback,
 )
 from .kafka_state import graders_topic, read_all, short_name
@@ -734,12 +734,8 @@ def job_exactly_once(ctx: Context) -> str:
         hint,
     )
     keeps_30_minutes(ctx, topic, history)  # in every run, the late flights' included
-    predicted = prediction(
-        ctx,
-        "predicted_counted",
-        lambda v: isinstance(v, dict) and set(v) == set(LATE_TRUTH) and all(isinstance(x, bool) for x in v.values()),
-        '{"closed": True or False, "open": True or False}',
-        "whether each of section 5's late flights is counted in its hour",
+    predicted = predicted_booleans(
+        ctx, "predicted_counted", LATE_TRUTH, "whether each of section 5's late flights is counted in its hour"
     )
     return (
         "; ".join(history)
