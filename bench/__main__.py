@@ -221,7 +221,7 @@ def grader_peak_rss(cmd: list[str], env: dict) -> tuple[float, dict]:
 
 
 def bench_attacks(labs: list[str], only: list[str] | None = None) -> list[tuple]:
-    """Every attack of the corpus (staff/corpus.py ATTACKS), graded once through the CLI:
+    """Every attack of the corpus (staff/corpus/, its [[attack]] lists), graded once through the CLI:
     the grader's own peak memory (a compression bomb, a huge notebook or Parquet file must not
     reach it) and whether the score is the corpus's."""
     from staff.corpus import ATTACKS

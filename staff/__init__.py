@@ -1,7 +1,8 @@
 """The course staff's own tools, never handed out: neither the student kit, the grading
 sandbox nor the Gradescope package has this package.
 
-- corpus.py     the grading corpus: mistakes students make and attacks, with their exact scores
+- corpus/       the grading corpus, one TOML file per lab: mistakes students make, other styles,
+                shortcuts and attacks, with their exact scores
 - selftest.py   grades the solutions, the blank releases and the corpus (python -m autograder selftest)
 - kit.py        builds the student kit (python -m autograder student-kit)
 """

@@ -1,7 +1,7 @@
 """python -m autograder selftest: the grader grades its own corpus through its real CLI.
 
 Every solution must score full marks, every blank release 0 (without crashing), and every
-scenario of staff/corpus.py (mistakes and attacks) exactly its expected score, with the
+scenario of staff/corpus/ (mistakes and attacks) exactly its expected score, with the
 expected note. After every grading: no secret and no seed in what the student sees, and no
 process of the submission alive. After all of them: no course file changed, no file left
 where an attack tried to write, the brokers' settings unchanged. Runs several gradings at

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from staff.corpus import ATTACKS, SCENARIOS, find_cell
+from staff.corpus import find_cell, scenarios
 from autograder.pipeline import RELEASE, SOLUTIONS, Job, restore_tests
 from autograder.results import CheckResult, GradingResult
 
@@ -137,7 +137,7 @@ def test_the_table_has_one_line_per_part_with_the_failure_beneath():
 
 
 # --- the corpus -----------------------------------------------------------------------------
-@pytest.mark.parametrize("scenario", SCENARIOS + ATTACKS, ids=lambda s: f"{s.lab}-{s.name}")
+@pytest.mark.parametrize("scenario", scenarios(), ids=lambda s: f"{s.lab}-{s.name}")
 def test_every_corpus_entry_still_applies_to_its_lab(scenario):
     """An edit whose anchor text left the solution would silently grade the solution."""
     nb = scenario.notebook()

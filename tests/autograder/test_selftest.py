@@ -1,6 +1,6 @@
 """The grader grades its own corpus through its real CLI, six submissions at a time: every
 solution full marks, every blank release 0, every mistake and attack its expected score (see
-staff/corpus.py). All cases are graded once, in parallel, by a fixture; each case is then
+staff/corpus/). All cases are graded once, in parallel, by a fixture; each case is then
 its own test, so a failed one shows by name and the others still report. The labs that run
 Spark have their own module, test_selftest_heavy.py (the `heavy` layer)."""
 
