@@ -13,6 +13,7 @@ flights = load_flights(day=1)    # January 2013 flights from New York City, as d
 events = departures(day=1)       # lab 9: the flights that left, as events in event-time order
 names = airlines()               # lab 10: {"carrier": "9E", "name": "Endeavor Air Inc."}, ...
 reports = weather(day=1)         # lab 10: the airports' hourly weather, as events
+fleet = planes()                 # lab 12: {"tailnum": "N10156", "model": "EMB-145XR", "seats": 55, ...}, ...
 Replay(events, 3600).send(producer, topic)   # lab 10: events sent as they happened, an hour a second
 """
 
@@ -408,6 +409,15 @@ def _package_table(name: str) -> list[dict]:
 def airlines() -> list[dict]:
     """The airlines of the 2013 flights, [{"carrier", "name"}]."""
     return [{"carrier": r["carrier"], "name": r["name"]} for r in _package_table("airlines")]
+
+
+def planes() -> list[dict]:
+    """Lab 12's table: the planes of the 2013 flights, [{"tailnum", "manufacturer", "model",
+    "seats"}], seats an int."""
+    return [
+        {"tailnum": r["tailnum"], "manufacturer": r["manufacturer"], "model": r["model"], "seats": int(r["seats"])}
+        for r in _package_table("planes")
+    ]
 
 
 WEATHER_COLUMNS = ("temp", "wind_speed", "visib", "precip")

@@ -39,6 +39,10 @@ DEFAULTS: dict[str, Any] = {
     # quixstreams logs every start, assignment and recovery at INFO: a notebook shows warnings only
     "loglevel": "WARNING",
 }
+# Settings of its consumer: a copy of the app that died (killed, its laptop shut) keeps its
+# partitions until its session times out; 6 s (the brokers' least) instead of librdkafka's 45 s,
+# so a copy started again takes over in seconds. A student's consumer_extra_config adds to these.
+CONSUMER_DEFAULTS: dict[str, Any] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1500}
 
 
 def _quixstreams():
@@ -94,6 +98,7 @@ def streams_app(name: str, state_dir: str | Path = "state", **settings: Any) -> 
     ns = namespace()
     login = ConnectionConfig.from_librdkafka_dict(librdkafka_connection())
     producer_config = dict(settings.pop("producer_extra_config", None) or {})
+    consumer_config = {**CONSUMER_DEFAULTS, **(settings.pop("consumer_extra_config", None) or {})}
     if settings.get("processing_guarantee") == "exactly-once":
         # One id per app: a copy started again (after a crash, in another folder) fences the old
         # one and aborts its unfinished transaction at once. With a new id per start (quixstreams'
@@ -117,6 +122,7 @@ def streams_app(name: str, state_dir: str | Path = "state", **settings: Any) -> 
         consumer_group=qualify(ns, name),
         state_dir=str(state_dir),
         producer_extra_config=producer_config,
+        consumer_extra_config=consumer_config,
         topic_manager=manager,
         **{**DEFAULTS, **settings},
     )

@@ -1,0 +1,359 @@
+"""Lab 12, stateful streams the Kafka Streams way (quixstreams): a count per key whose state lives
+in a store backed by a changelog topic, checked after the grader kills the app mid-stream and
+starts it again in a folder without its files; and a stream-table join whose table topic was
+written with another partitioner, which only a repartitioned app joins in full.
+
+Every check runs the student's scripts on the grader's own topics: a seeded day of flights with a
+made-up airline mixed in (lab 9's), and planes whose seats the grader draws from the seed, so an
+answer worked out from the public dataset cannot match."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import zlib
+from collections import Counter
+
+from kafka.partitioner.default import murmur2
+
+from cluster.clients import in_namespace
+from cluster.safe_files import list_dir, remove
+from cluster.waiting import wait_for
+
+from . import CheckFailed, Context, LabPolicy, check, expect, prediction, prediction_feedback
+from .kafka_state import graders_topic, read_all, short_name
+from .lab9 import FAKE_CARRIER, graders_flights
+from .scripts import ScriptRun, start, stop
+
+COUNTS_SCRIPT = "carrier_counts.py"
+JOIN_SCRIPT = "flights_with_planes.py"
+APP_START_S = 90  # from a script's start to its first output: a Python app, its topics and its group
+RUN_DEADLINE_S = 90  # for a started app to finish what it was given
+FEED_PER_S = 150  # the grader's flights arrive at this rate while the first run counts
+POLICY = LabPolicy(
+    # two scripts, each started twice or once, and the waits for their groups
+    checks_budget_s=2 * APP_START_S + 3 * RUN_DEADLINE_S,
+    # the self-test grades two at a time: each grading runs a Python app of about 150 MB
+    gradings_at_once=2,
+    slowest_cell_s=120,  # the demos run apps in the kernel: seconds alone, far longer when loaded
+)
+
+
+# --- the grader's data -----------------------------------------------------------------------
+
+
+def produce(ctx: Context, topic: str, records: list[tuple[str, dict]], per_s: float = 0) -> None:
+    """Send (key, value) records with kafka-python (murmur2, as quixstreams and Java's clients
+    partition); per_s: at that rate, else at once."""
+    from kafka import KafkaProducer
+
+    with KafkaProducer(**ctx.kafka, acks="all") as producer:
+        for key, value in records:
+            producer.send(topic, key=key.encode(), value=json.dumps(value).encode())
+            if per_s:
+                time.sleep(1 / per_s)
+        producer.flush(30)
+
+
+def new_files(ctx: Context, before: set[str], script: str) -> list[str]:
+    """What appeared in the notebook's folder since `before`, but the script's logs (a self-check
+    keeps them there)."""
+    logs = script.removesuffix(".py") + "-"
+    return sorted(
+        n for n in set(list_dir(ctx.workdir) or ()) - before if not (n.startswith(logs) and n.endswith(".log"))
+    )
+
+
+def committed(ctx: Context, topic: str, isolation_level: str = "read_committed") -> list[dict]:
+    """The values of a topic the student's app wrote, partition by partition in offset order;
+    with read_committed, only what committed transactions (or no transaction) wrote."""
+    values = []
+    for r in read_all(ctx, short_name(topic), isolation_level=isolation_level):
+        try:
+            values.append(json.loads(r.value))
+        except (TypeError, ValueError):
+            values.append({"(not JSON)": repr(r.value[:80])})
+    return values
+
+
+def app_groups_at_end(ctx: Context, topic: str) -> list[str]:
+    """The consumer groups of the namespace that have read `topic` to its end, and every other
+    topic they read (a repartition topic the app wrote to itself): an app with nothing left to do."""
+    groups = [str(g["group_id"]) for g in ctx.admin.list_groups() if in_namespace(ctx.namespace, str(g["group_id"]))]
+    done = []
+    for gid in groups:
+        offsets = {tp: om.offset for tp, om in ctx.admin.list_group_offsets(gid).get(gid, {}).items()}
+        if any(tp.topic == topic for tp in offsets) and nothing_after(ctx, offsets):
+            done.append(gid)
+    return done
+
+
+def nothing_after(ctx: Context, offsets: dict) -> bool:
+    """Whether no record lies between each partition's committed offset and its end. An offset at
+    the end less one may still be all read: a transaction's commit marker takes an offset, and
+    no consumer commits past it until the next record."""
+    from kafka import KafkaConsumer
+
+    with KafkaConsumer(**ctx.kafka, enable_auto_commit=False, isolation_level="read_committed") as consumer:
+        ends = consumer.end_offsets(list(offsets))
+        behind = {tp: offset for tp, offset in offsets.items() if offset < ends[tp]}
+        if not behind:
+            return True
+        consumer.assign(list(behind))
+        for tp, offset in behind.items():
+            consumer.seek(tp, offset)
+        deadline = time.monotonic() + 5
+        while any(consumer.position(tp) < ends[tp] for tp in behind) and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                if any(r.offset < ends[tp] for r in records):
+                    return False
+        return all(consumer.position(tp) >= ends[tp] for tp in behind)
+
+
+def first_output(ctx: Context, run: ScriptRun, topic: str, what: str) -> None:
+    """Until the app has written something to `topic` (committed or not), or its deadline."""
+
+    def written() -> int:
+        from kafka import KafkaConsumer, TopicPartition
+
+        with KafkaConsumer(**ctx.kafka) as consumer:
+            parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+            return sum(consumer.end_offsets(parts).values())
+
+    seen = wait_for(written, timeout_s=APP_START_S, every_s=0.3, until=lambda n: n > 0 or run.proc.poll() is not None)
+    if not seen or not seen.last:
+        stop(run.proc)
+        raise CheckFailed(
+            f"{run.name} {what}: it wrote nothing to {short_name(topic)} "
+            + (f"and ended (exit {run.proc.returncode})" if run.proc.returncode is not None else f"in {APP_START_S} s"),
+            found=run.output()[-800:] or "(it printed nothing)",
+            hint="Run it from the notebook on your own topics first; it must read its arguments, not names of its own.",
+        )
+
+
+# --- lab12-q1: a stateful count, killed and started again elsewhere ------------------------------
+
+
+@check("lab12-q1")
+def counts_survive_a_crash(ctx: Context) -> str:
+    """the carrier counts, the app killed mid-stream and started again without its files: each count once, exact"""
+    events = graders_flights(ctx)
+    truth = Counter(e["carrier"] for e in events)
+    flights = graders_topic(ctx, "flights", 3, retention_ms="-1")
+    counts = graders_topic(ctx, "counts", 3, protect=False, retention_ms="-1")
+    records = [(e["origin"], e) for e in events]
+    head = len(records) // 10
+    produce(ctx, flights, records[:head])
+    before = set(list_dir(ctx.workdir) or ())
+    state = f"state-{ctx.rng.randrange(10**6)}"  # a folder new to the notebook's (a self-check runs there)
+    first = start(ctx, COUNTS_SCRIPT, flights, counts, state, tag="run 1")
+    first_output(ctx, first, counts, "(run 1)")
+    # The rest of the day arrives while it counts; it is killed in the middle (a seeded moment),
+    # with a transaction open: what it counted since its last commit is not committed.
+    feeder = threading.Thread(target=produce, args=(ctx, flights, records[head:], FEED_PER_S), daemon=True)
+    feeder.start()
+    kill_after = ctx.rng.uniform(1.0, 3.0)
+    time.sleep(kill_after)  # a moment in the middle of the feed, not a wait for something
+    ended = first.proc.poll()
+    stop(first.proc)
+    # Another machine: none of the files run 1 wrote (its state folder, or any file of its own).
+    left = new_files(ctx, before, COUNTS_SCRIPT)
+    for name in left:
+        remove(ctx.workdir, name)
+    second = start(ctx, COUNTS_SCRIPT, flights, counts, state, tag="run 2 (elsewhere)")
+    feeder.join(60)
+    found: dict[str, list] = {}
+
+    def latest() -> dict:
+        found.clear()
+        for v in committed(ctx, counts):
+            if isinstance(v, dict) and "carrier" in v:
+                found.setdefault(str(v["carrier"]), []).append(v.get("count"))
+        return {c: ns[-1] for c, ns in found.items()}
+
+    # Until the counts are right, or the app has committed the end of all it reads (then what it
+    # wrote is committed too, and waiting longer changes nothing).
+    done = wait_for(
+        lambda: (latest(), app_groups_at_end(ctx, flights)),
+        timeout_s=RUN_DEADLINE_S,
+        every_s=1,
+        until=lambda seen: seen[0] == dict(truth) or (bool(seen[1]) and not feeder.is_alive()),
+    )
+    still = second.proc.poll() is None
+    stop(second.proc)
+    story = (
+        f"run 1 killed {kill_after:.1f} s into the feed"
+        + (f" (it had ended by itself, exit {ended})" if ended else "")
+        + f"; {', '.join(left) or 'nothing'} removed; run 2 started"
+    )
+    expect(
+        still,
+        f"{COUNTS_SCRIPT} (run 2) ended by itself (exit {second.proc.returncode}) after {story}",
+        found=second.output()[-600:],
+        hint="The app runs until it is stopped (app.run()), as a service does; the grader stops it.",
+    )
+    repeated = {c: ns for c, ns in found.items() if ns != list(range(1, len(ns) + 1))}
+    expect(
+        not repeated,
+        f"each carrier's counts in {short_name(counts)} should be 1, 2, 3, ... once each (committed records), "
+        f"after {story}",
+        found={c: shorten(ns) for c, ns in sorted(repeated.items())[:3]},
+        hint="A count went back: the restarted app did not go on from where the first one had committed. Either "
+        "its count was kept outside the app's state (a dict, a file of its own: gone with the machine), or its "
+        "flights since the last commit were counted again after the restart (at-least-once, the default). Keep "
+        'the count in the app\'s state and run it with processing_guarantee="exactly-once": its output, its '
+        "state's changelog and its offsets then commit together, in one transaction.",
+    )
+    expect(
+        done.last is not None and done.last[0] == dict(truth),
+        f"the last count of each carrier in {short_name(counts)} (committed records) after {story}",
+        expected=dict(sorted(truth.items())),
+        found=dict(sorted((done.last[0] if done.last else {}).items())),
+        hint="Keep the count in the app's state (a stateful apply), where quixstreams backs it up in a changelog "
+        "topic: a count kept in a Python dict or a file of your own is lost with the machine. Write each new count "
+        'to COUNTS as {"carrier": ..., "count": ...}, keyed by the carrier.',
+    )
+    return story + f"; {sum(truth.values())} flights of {len(truth)} carriers (with {FAKE_CARRIER}), counted once each"
+
+
+def shorten(ns: list) -> str:
+    """Where a run of counts goes wrong, as text: the first repeat or gap with what comes around it."""
+    for i, n in enumerate(ns):
+        if n != i + 1:
+            return f"{ns[max(0, i - 3) : i + 3]} at position {i + 1} (of {len(ns)})"
+    return str(ns[:6])
+
+
+# --- lab12-q2: a stream-table join, the table written with another partitioner ----------------------
+
+
+def crc32_partition(key: bytes, partitions: int) -> int:
+    """Where librdkafka's default partitioner ("consistent_random") puts a key: CRC32 of it."""
+    return zlib.crc32(key) % partitions
+
+
+def murmur2_partition(key: bytes, partitions: int) -> int:
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def graders_planes(ctx: Context, tailnums: list[str]) -> dict[str, dict]:
+    """The grader's table of planes: most of the flights' planes, each with a seeded number of
+    seats (not the dataset's), some left out (their flights join nothing)."""
+    known = sorted(tailnums)
+    ctx.rng.shuffle(known)
+    kept = known[: int(len(known) * 0.9)]
+    return {t: {"tailnum": t, "seats": ctx.rng.randrange(20, 450)} for t in sorted(kept)}
+
+
+def write_with_librdkafka(ctx: Context, topic: str, planes: dict[str, dict]) -> None:
+    """The planes, as another team's service writes them: confluent-kafka with librdkafka's default
+    partitioner (CRC32 of the key, where kafka-python and quixstreams use murmur2)."""
+    from confluent_kafka import Producer
+
+    k = ctx.kafka  # the grader's login (or, in a self-check, the student's), as librdkafka spells it
+    servers = k["bootstrap_servers"]
+    settings = {
+        "bootstrap.servers": servers if isinstance(servers, str) else ",".join(servers),
+        "security.protocol": k["security_protocol"],
+        "sasl.mechanism": k["sasl_mechanism"],
+        "sasl.username": k["sasl_plain_username"],
+        "sasl.password": k["sasl_plain_password"],
+        "acks": "all",
+    }
+    producer = Producer(settings)
+    for tail, plane in planes.items():
+        producer.produce(topic, key=tail.encode(), value=json.dumps(plane).encode())
+    left = producer.flush(30)
+    expect(
+        left == 0,
+        f"the grader could not write its planes ({left} left unsent)",
+        hint="A problem of the grader's cluster.",
+    )
+
+
+@check("lab12-q2")
+def join_finds_every_plane(ctx: Context) -> str:
+    """each flight with its plane's seats, the planes' topic partitioned otherwise: every flight once, its seats right"""
+    events = [e for e in graders_flights(ctx) if e["tailnum"]]
+    planes = graders_planes(ctx, list({e["tailnum"] for e in events}))
+    flights_t = graders_topic(ctx, "flights", 3, retention_ms="-1")
+    planes_t = graders_topic(ctx, "planes", 3, retention_ms="-1")
+    output = graders_topic(ctx, "with-seats", 3, protect=False, retention_ms="-1")
+    write_with_librdkafka(ctx, planes_t, planes)
+    run = start(ctx, JOIN_SCRIPT, flights_t, planes_t, output, f"state-{ctx.rng.randrange(10**6)}", tag="join")
+    # The table first: flights are sent once the app has read every plane (and whatever it wrote
+    # to itself from them), as a service that runs all day has long read its table.
+    loaded = wait_for(
+        lambda: app_groups_at_end(ctx, planes_t),
+        timeout_s=APP_START_S,
+        every_s=0.5,
+        until=lambda groups: bool(groups) or run.proc.poll() is not None,
+    )
+    if not loaded or not loaded.last:
+        stop(run.proc)
+        raise CheckFailed(
+            f"{JOIN_SCRIPT} did not read the planes' topic to its end within {APP_START_S} s"
+            + (f" (it ended, exit {run.proc.returncode})" if run.proc.returncode is not None else ""),
+            found=run.output()[-800:] or "(it printed nothing)",
+            hint="The app reads both topics from their first record (lab.streams_app does) and runs until stopped.",
+        )
+    produce(ctx, flights_t, [(e["origin"], e) for e in events])
+    ids = {e["id"] for e in events}
+    found = wait_for(
+        lambda: committed(ctx, output),
+        timeout_s=RUN_DEADLINE_S,
+        every_s=1,
+        until=lambda values: len(values) >= len(ids) or run.proc.poll() is not None,
+    )
+    stop(run.proc)
+    got = found.last or []
+    by_id: dict[str, list] = {}
+    for v in got:
+        if isinstance(v, dict) and "id" in v:
+            by_id.setdefault(str(v["id"]), []).append(v.get("seats"))
+    truth = {e["id"]: planes.get(e["tailnum"], {}).get("seats") for e in events}
+    expect(
+        set(by_id) == ids and all(len(s) == 1 for s in by_id.values()),
+        f"the flights in {short_name(output)}: each of the grader's {len(ids)} flights once",
+        expected=f"{len(ids)} flights, once each",
+        found=f"{len(by_id)} flights ({len(ids - set(by_id))} missing, "
+        f"{sum(len(s) > 1 for s in by_id.values())} more than once), {len(got)} records",
+        hint="Write every flight to OUTPUT, with seats None when its plane is not in the table (a left join).",
+    )
+    wrong = {i: (by_id[i][0], truth[i]) for i in sorted(ids) if by_id[i][0] != truth[i]}
+    missed = sum(1 for i, (s, t) in wrong.items() if s is None and t is not None)
+    same = sum(
+        crc32_partition(t.encode(), 3) == murmur2_partition(t.encode(), 3) for t in {e["tailnum"] for e in events}
+    )
+    expect(
+        not wrong,
+        f"the seats of each flight's plane in {short_name(output)}: {len(wrong)} of {len(ids)} wrong",
+        found="; ".join(f"{i}: {s} (should be {t})" for i, (s, t) in list(wrong.items())[:3]),
+        hint=(
+            f"{missed} flights found no plane although the table has it: the planes' topic was written by "
+            "librdkafka's default partitioner, so a plane's record is in another partition than its flights "
+            f"({same} of the {len({e['tailnum'] for e in events})} tailnums land in the same one). Repartition both "
+            "sides by the tailnum (group_by) before the join: then both are partitioned by one rule."
+            if missed
+            else "Take the seats from the planes' topic as the grader wrote it, not from the dataset."
+        ),
+    )
+    predicted = prediction(
+        ctx,
+        "predicted_joined",
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= DEMO_FLIGHTS,
+        f"a whole number from 0 to {DEMO_FLIGHTS}",
+        f"how many of the demo's {DEMO_FLIGHTS} flights find their plane, joined as the topics are",
+    )
+    return f"{len(ids)} flights, {len(planes)} planes (written with CRC32), every seat right; " + prediction_feedback(
+        "predicted_joined",
+        predicted,
+        DEMO_JOINED,
+        "Without a repartition a flight finds its plane only where both partitioners happen to pick the same "
+        "partition: about one in three, with three partitions.",
+    )
+
+
+DEMO_FLIGHTS = 60  # the flights of section 4's demo
+DEMO_JOINED = 16  # of them, those that find their plane joined as they are (CRC32 and murmur2 agree)
