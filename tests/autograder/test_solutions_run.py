@@ -219,6 +219,19 @@ LESSONS = {
         r"predicted_records: right, the demo showed the same",  # lab11-q4's feedback
         r"lab11-q4 passed",
     ],
+    "lab12": [
+        r"as a stream: 935 events; as a table: 709 rows, one per plane",  # one topic, two readings
+        r"its changelog's cleanup.policy: compact",
+        r"its latest counts equal the flights per carrier: True",  # the state is in the cluster too
+        r"every carrier's last count is exact: True",  # killed, started elsewhere
+        r"each count once \(1, 2, 3, \.\.\.\): True",  # exactly once
+        r"lab12-q1 passed",
+        r"joined as they are: 16 of 60 flights found their plane \(50 planes are in the table\) \| you predicted: 20",
+        r"both sides repartitioned: 50 of 60 flights found their plane",  # co-partitioned by group_by
+        r"predicted_joined: you predicted 20, the demo showed 16",  # lab12-q2's feedback
+        r"lab12-q2 passed",
+        r"airport-hours closed, each count equal to the data's: True",  # event time, in order per key
+    ],
     "lab5": [
         r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",
         r"commit after processing: killed after record 130 \(exit -9\); 0 lost, 10 processed twice \(120-129\)",
