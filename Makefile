@@ -53,9 +53,9 @@ lab: up
 # already running is left alone. Two processes (tests/conftest.py): the self-test's gradings
 # beside every other test module. Three layers:
 #   make test-fast   no cluster: the grader's pure steps, sandbox, harness, settings (seconds)
-#   make test        everything but the `heavy` layer: labs 1-8 whole, labs 9-11's checks' parts (~25 min on 2 cores)
-#   make test-heavy  the labs whose gradings start JVMs for the student's work (labs 9, 10: Spark,
-#                    lab 11: Kafka Connect): self-tests, notebooks, standalone Spark; and the
+#   make test        everything but the `heavy` layer: labs 1-8 whole, labs 9-12's checks' parts (~25 min on 2 cores)
+#   make test-heavy  the labs whose gradings start programs for the student's work (labs 9, 10:
+#                    Spark, lab 11: Kafka Connect, lab 12: stream apps): self-tests, notebooks, standalone Spark; and the
 #                    Gradescope package, set up and run as Gradescope does; the course's
 #                    JupyterHub in a real browser (~27 min)
 # CI (.ci/run) runs test, then test-heavy.

@@ -352,8 +352,9 @@ def join_finds_every_plane(ctx: Context) -> str:
             "librdkafka's default partitioner, so a plane's record is in another partition than its flights "
             f"({same} of the {len({e['tailnum'] for e in events})} tailnums land in the same one). Repartition both "
             "sides by the tailnum (group_by) before the join: then both are partitioned by one rule."
-            if missed
-            else "Take the seats from the planes' topic as the grader wrote it, not from the dataset."
+            if missed == len(wrong)
+            else f"{len(wrong) - missed} flights have seats other than their plane's: take the seats from the plane's "
+            "record on the planes' topic as the grader wrote it (its numbers are its own), not from the dataset."
         ),
     )
     predicted = prediction(
