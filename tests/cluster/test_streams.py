@@ -31,9 +31,8 @@ from cluster.lab import start_lab
 
 name, state_dir, words, counts, pause = sys.argv[1:6]
 lab = start_lab("streams-test", clean=False)
-# a killed app's partitions go to the next one once its session times out: 6 s, the brokers' least
-app = lab.streams_app(name, state_dir=state_dir, processing_guarantee="exactly-once", commit_interval=0.2,
-                      consumer_extra_config={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1500})
+# a killed app's partitions go to the next one once its session times out: streams_app's 6 s
+app = lab.streams_app(name, state_dir=state_dir, processing_guarantee="exactly-once", commit_interval=0.2)
 sdf = app.dataframe(app.topic(lab.topic(words), key_deserializer="str"))
 sdf = sdf.group_by(lambda value: value["word"], name="word")
 
