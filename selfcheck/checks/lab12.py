@@ -22,7 +22,7 @@ from cluster.safe_files import list_dir, remove
 from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, LabPolicy, check, expect, prediction, prediction_feedback
-from .kafka_state import graders_topic, read_all, short_name
+from .kafka_state import end_offsets, graders_topic, read_all, short_name
 from .lab9 import FAKE_CARRIER, graders_flights
 from .scripts import ScriptRun, start, stop
 
@@ -130,11 +130,7 @@ def first_output(ctx: Context, run: ScriptRun, topic: str, what: str) -> None:
     """Until the app has written something to `topic` (committed or not), or its deadline."""
 
     def written() -> int:
-        from kafka import KafkaConsumer, TopicPartition
-
-        with KafkaConsumer(**ctx.kafka) as consumer:
-            parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-            return sum(consumer.end_offsets(parts).values())
+        return sum(end_offsets(ctx, short_name(topic)).values())
 
     seen = wait_for(written, timeout_s=APP_START_S, every_s=0.3, until=lambda n: n > 0 or run.proc.poll() is not None)
     if not seen or not seen.last:
