@@ -129,6 +129,19 @@ class OwnCluster:
         """Start one broker with its data; returns when the cluster lists it again."""
         self._broken_by_us().start_broker(broker)
 
+    def pause_broker(self, broker: int) -> None:
+        """Freeze one broker (SIGSTOP): alive to the others but answering nobody, as a broker in a
+        long garbage-collection pause. Its followers fetch nothing meanwhile."""
+        process = self._broken_by_us().nodes[broker].process()
+        if process is not None:
+            process.suspend()
+
+    def resume_broker(self, broker: int) -> None:
+        """Let a paused broker go on (SIGCONT)."""
+        process = self._broken_by_us().nodes[broker].process()
+        if process is not None:
+            process.resume()
+
     def start_brokers(self, *brokers: int) -> None:
         """Start several at once (two of three brokers down: neither comes back alone, as the
         controllers' quorum needs two voters)."""
@@ -243,12 +256,11 @@ def own_cluster(namespace: str | None = None) -> OwnCluster:
 _mine: dict[str, OwnCluster] = {}
 
 
-def connection() -> dict:
-    """The client settings of the own cluster that runs already (for scripts a notebook starts:
-    they use it, they never start or stop it)."""
+def servers_and_account() -> tuple[str, accounts.Account]:
+    """Where the own cluster that runs already is, and your login on it."""
     found = attached()
     if found:
-        return found.connection
+        return found.bootstrap_servers, found.account
     cluster = running()
     if cluster is None:
         raise ClusterError(
@@ -262,4 +274,18 @@ def connection() -> dict:
         raise ClusterError(
             "Your own cluster has no login for this namespace yet.", hint="Run the notebook's first cell again."
         )
-    return {"bootstrap_servers": cluster.cfg.bootstrap_servers, **account.kafka_python()}
+    return cluster.cfg.bootstrap_servers, account
+
+
+def connection() -> dict:
+    """The client settings of the own cluster that runs already (for scripts a notebook starts:
+    they use it, they never start or stop it)."""
+    servers, account = servers_and_account()
+    return {"bootstrap_servers": servers, **account.kafka_python()}
+
+
+def librdkafka_connection() -> dict:
+    """The same for confluent-kafka (librdkafka) and quixstreams:
+    streams_app("board", connection=librdkafka_connection())."""
+    servers, account = servers_and_account()
+    return {"bootstrap.servers": servers, **account.librdkafka()}

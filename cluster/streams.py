@@ -85,18 +85,22 @@ def topic_manager_class():
     return NamespacedTopicManager
 
 
-def streams_app(name: str, state_dir: str | Path = "state", **settings: Any) -> Application:
+def streams_app(
+    name: str, state_dir: str | Path = "state", connection: dict | None = None, **settings: Any
+) -> Application:
     """A quixstreams Application that reads and writes as you, in your namespace: its consumer
     group is "<namespace>.<name>", its changelog and repartition topics are named inside your
     namespace, and with processing_guarantee="exactly-once" its transactional id is too.
-    state_dir: the folder of its RocksDB stores (one per app name inside it). settings are
-    Application's own (processing_guarantee, commit_interval, auto_offset_reset, ...)."""
+    state_dir: the folder of its RocksDB stores (one per app name inside it). connection: another
+    cluster's librdkafka settings (cluster.own.librdkafka_connection(): a cluster of your own);
+    by default the course's. settings are Application's own (processing_guarantee,
+    commit_interval, auto_offset_reset, ...)."""
     quixstreams, ConnectionConfig, TopicAdmin, _ = _quixstreams()
     for own in ("broker_address", "consumer_group", "topic_manager", "quix_sdk_token"):
         if own in settings:
             raise ValueError(f"streams_app() sets {own} itself (your login and namespace); leave it out")
     ns = namespace()
-    login = ConnectionConfig.from_librdkafka_dict(librdkafka_connection())
+    login = ConnectionConfig.from_librdkafka_dict(connection or librdkafka_connection())
     producer_config = dict(settings.pop("producer_extra_config", None) or {})
     consumer_config = {**CONSUMER_DEFAULTS, **(settings.pop("consumer_extra_config", None) or {})}
     if settings.get("processing_guarantee") == "exactly-once":
