@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-heavy test-fast bench up down status jars install lock release selftest student-kit gradescope hub clean
+.PHONY: lab test test-heavy test-capstone test-fast bench up down status jars install lock release selftest student-kit gradescope hub clean
 
 # Every Python package comes from requirements/dev.txt: the pins of pyproject.toml and all they
 # depend on, each with the hashes of its files (pip refuses anything else); the kit itself is
@@ -63,7 +63,10 @@ test: jars
 	$(PY) -m pytest -n 2 --dist loadscope -m "not heavy"
 
 test-heavy: jars
-	$(PY) -m pytest -n 2 --dist loadscope -m heavy
+	$(PY) -m pytest -n 2 --dist loadscope -m "heavy and not capstone"
+
+test-capstone: jars
+	$(PY) -m pytest -n 2 --dist loadscope -m capstone
 
 # The fast layer: no cluster (the grader's pure steps, the sandbox, the harness, settings).
 test-fast: $(STAMP)

@@ -156,11 +156,22 @@ def made(value: T | None, what: str) -> T:
 
 
 def graded_parts(nb) -> dict[str, float]:
-    """label -> points of every autograded test cell of an nbgrader notebook."""
+    """label -> points of every autograded test cell of an nbgrader notebook (a code cell);
+    manual_parts are the instructor's."""
     return {
         c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"].get("points", 0))
         for c in nb.cells
-        if c.metadata.get("nbgrader", {}).get("grade")
+        if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"
+    }
+
+
+def manual_parts(nb) -> dict[str, float]:
+    """label -> points of every answer an instructor grades by hand (a markdown cell nbgrader
+    marks grade and solution: the capstone's design note): never scored by the grader."""
+    return {
+        c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"].get("points", 0))
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "markdown"
     }
 
 

@@ -34,7 +34,11 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
-    first = ("tests/autograder/test_selftest.py", "tests/autograder/test_selftest_heavy.py")
+    first = (
+        "tests/autograder/test_selftest.py",
+        "tests/autograder/test_selftest_heavy.py",
+        "tests/autograder/test_selftest_capstone.py",
+    )
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in first)
 
 

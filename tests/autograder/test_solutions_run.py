@@ -13,11 +13,14 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from layers import heavy
+from layers import capstone, heavy
 from autograder.pipeline import RELEASE, SOLUTIONS, course_labs
 
 # labs 9 and 10 run Spark for minutes, lab 11 a Connect worker: the `heavy` layer (make test-heavy)
-LABS = [pytest.param(lab, marks=pytest.mark.heavy) if heavy(lab) else lab for lab in course_labs()]
+LABS = [
+    pytest.param(lab, marks=[pytest.mark.heavy, *([pytest.mark.capstone] if capstone(lab) else [])]) if heavy(lab) else lab
+    for lab in course_labs()
+]
 
 
 def fuller_batches(text: str) -> bool:

@@ -1,0 +1,27 @@
+"""The capstone's self-test, the `capstone` layer (`make test-capstone`, which CI runs last): every
+grading starts a three-broker cluster of its own, the student's job (Spark) twice, and stops and
+kills brokers, so they run one at a time, apart from the other layers. Same rules as
+test_selftest.py: every case its exact score, nothing left behind."""
+
+import pytest
+
+from layers import capstone
+from staff.selftest import case_names, grade_corpus, labs, verdict
+
+pytestmark = [pytest.mark.timeout(3000), pytest.mark.slow, pytest.mark.heavy, pytest.mark.capstone]
+
+LABS = [lab for lab in labs() if capstone(lab)]
+
+
+@pytest.fixture(scope="module")
+def report(cluster):
+    return grade_corpus(LABS, jobs=2)
+
+
+@pytest.mark.parametrize("lab,case", case_names(LABS), ids=[f"{lab}-{case}" for lab, case in case_names(LABS)])
+def test_case(report, lab, case):
+    assert verdict(report, lab, case) is None, verdict(report, lab, case)
+
+
+def test_nothing_outside_the_gradings_changed(report):
+    assert report.changed == []
