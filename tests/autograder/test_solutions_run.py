@@ -18,7 +18,9 @@ from autograder.pipeline import RELEASE, SOLUTIONS, course_labs
 
 # labs 9 and 10 run Spark for minutes, lab 11 a Connect worker: the `heavy` layer (make test-heavy)
 LABS = [
-    pytest.param(lab, marks=[pytest.mark.heavy, *([pytest.mark.capstone] if capstone(lab) else [])]) if heavy(lab) else lab
+    pytest.param(lab, marks=[pytest.mark.heavy, *([pytest.mark.capstone] if capstone(lab) else [])])
+    if heavy(lab)
+    else lab
     for lab in course_labs()
 ]
 
@@ -234,6 +236,15 @@ LESSONS = {
         r"predicted_joined: you predicted 20, the demo showed 16",  # lab12-q2's feedback
         r"lab12-q2 passed",
         r"airport-hours closed, each count equal to the data's: True",  # event time, in order per key
+    ],
+    "lab13": [
+        # the rehearsal: the first hours on the board, each equal to the data
+        r"\w{3} \S+:00  board: (\d+) left, (\d+) delayed   data: \1 left, \2 delayed\n"
+        r"\w{3} \S+:00  board: (\d+) left, (\d+) delayed   data: \3 left, \4 delayed\n",
+        r"lab13-q1 passed",
+        r"lab13-q2 passed",
+        r"lab13-q3 passed",
+        r"lab13-q4 passed",
     ],
     "lab5": [
         r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",
