@@ -187,6 +187,7 @@ def find_lab(job: Job) -> None:
         raise InfrastructureError(f"unknown lab {job.lab!r}; the labs are {', '.join(course_labs())}")
     job.source = nbformat.read(path, as_version=4)
     job.parts = graded_parts(job.source)
+    job.result.manual = manual_parts(job.source)
     checks = checks_for(job.lab)
     if set(checks) != set(job.parts):
         raise InfrastructureError(

@@ -38,6 +38,8 @@ class GradingResult:
     seed: int = 0
     namespace: str = ""
     staff: list[str] = field(default_factory=list)  # hidden from the student: e.g. the grading's memory
+    # label -> points of the answers a person grades (the capstone's design note): not scored here
+    manual: dict[str, float] = field(default_factory=dict)
     graded_notebook: Any = field(default=None, repr=False)  # the notebook as run, with its outputs
 
     @property
@@ -59,6 +61,10 @@ class GradingResult:
                 + " This is not a problem with your work; course staff have been told."
             )
         header.extend(self.notes)
+        header.extend(
+            f"{label} ({points:g} points) is graded by your instructor, not here."
+            for label, points in self.manual.items()
+        )
         tests = [
             {
                 "name": c.label,
@@ -119,5 +125,7 @@ class GradingResult:
             )
             if c.message and not c.passed:
                 lines.extend("      " + ln for ln in c.message.splitlines())
+        for label, points in self.manual.items():
+            lines.append(f"  {label:<{width}}  by the instructor: -/{points:g}")
         lines.append(f"  total: {self.score:g}/{self.max_score:g} in {self.seconds:.1f}s")
         return "\n".join(lines)

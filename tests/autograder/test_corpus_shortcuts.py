@@ -21,6 +21,8 @@ NO_COPY_POSSIBLE = {
     "lab7-q4": "the consumer reads seeded values the grader writes while it runs, through broker faults",
     "lab8-q3": "the grader's own seeded records, sent by the student's producer and read back from the brokers",
     "lab8-q4": "the grader's own seeded records; the rate and the bytes on disk are measured by the grader",
+    "lab13-q1": "the grader's own seeded departures, fed while it breaks brokers, read back from the brokers",
+    "lab13-q2": "where the brokers put the grader's own seeded departures, and in what order",
 }
 
 

@@ -115,6 +115,22 @@ def result() -> GradingResult:
     return r
 
 
+def test_a_part_graded_by_people_is_named_and_not_scored():
+    """The capstone's design note: the grader's score and maximum leave it out, and say who grades it."""
+    r = result()
+    r.manual = {"lab0-design": 4.0}
+    data = r.gradescope()
+    assert (data["score"], data["max_score"]) == (2, 5)
+    assert "lab0-design (4 points) is graded by your instructor, not here." in data["output"]
+    assert "lab0-design" not in [t["name"] for t in data["tests"]]
+    assert "lab0-design  by the instructor: -/4" in r.table()
+    from autograder.pipeline import graded_parts, manual_parts
+
+    lab13 = nbformat.read(SOLUTIONS / "lab13" / "lab13.ipynb", as_version=4)
+    assert manual_parts(lab13) == {"lab13-design": 4.0}
+    assert "lab13-design" not in graded_parts(lab13)
+
+
 def test_gradescope_results_show_parts_and_hide_staff_details():
     data = json.loads(json.dumps(result().gradescope()))
     assert (data["score"], data["max_score"]) == (2, 5)
