@@ -8,55 +8,30 @@ total is both kinds together. The capstone layer: one capstone grading, about tw
 from __future__ import annotations
 
 import csv
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import nbformat
 import pytest
 
 from autograder.pipeline import SOLUTIONS, graded_parts, manual_parts
-from cluster.settings import ROOT
+from nbgrader_course import released, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.capstone]
 
-LAB, COURSE_ID, STUDENT = "lab13", "kafka-course", "ada"
+LAB, STUDENT = "lab13", "ada"
 NOTE_PART = "lab13-design"
 COMMENT = "Durability, order and state argued well; say what a departure later than 30 minutes meets."
 
 
-def run(cmd: list[str], cwd: Path, env: dict) -> str:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"{' '.join(cmd[:2])} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout + proc.stderr
-
-
 @pytest.mark.timeout(1200)
 def test_a_manually_graded_note_goes_through_autograde_formgrader_feedback_and_export(cluster, tmp_path):
-    bin_dir = Path(sys.executable).parent
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    exchange = tmp_path / "exchange"
-    exchange.mkdir()
-    exchange.chmod(0o777)
-    common = [f"--Exchange.root={exchange}", f"--CourseDirectory.course_id={COURSE_ID}", "--log-level=WARN"]
-    nbgrader = str(bin_dir / "nbgrader")
-    course = tmp_path / "course"
-    course.mkdir()
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(SOLUTIONS, course / "solutions")
-    (course / ".nbgrader").mkdir()
-    run([nbgrader, "generate_assignment", LAB, "--force", "--log-level=WARN"], course, env)
-    run([nbgrader, "release_assignment", LAB, *common], course, env)
+    course = released(tmp_path, LAB)
+    common, nbgrader = course.common, course.nbgrader
 
     solution = nbformat.read(SOLUTIONS / LAB / f"{LAB}.ipynb", as_version=4)
     auto, manual = graded_parts(solution), manual_parts(solution)
     assert set(manual) == {NOTE_PART} and NOTE_PART not in auto
 
-    home = tmp_path / f"home-{STUDENT}"
-    home.mkdir()
-    student_env = {**env, "HOME": str(home), "JUPYTER_DATA_DIR": str(home / ".local/share/jupyter")}
+    home, student_env = course.student_env(STUDENT)
     run([nbgrader, "fetch_assignment", LAB, *common, f"--student={STUDENT}"], home, student_env)
     fetched = nbformat.read(home / LAB / f"{LAB}.ipynb", as_version=4)
     note = next(c for c in fetched.cells if c.metadata.get("nbgrader", {}).get("grade_id") == NOTE_PART)
@@ -64,14 +39,14 @@ def test_a_manually_graded_note_goes_through_autograde_formgrader_feedback_and_e
     nbformat.write(solution, home / LAB / f"{LAB}.ipynb")
     run([nbgrader, "submit", LAB, *common, f"--student={STUDENT}"], home, student_env)
 
-    run([nbgrader, "collect", LAB, *common], course, env)
-    run([nbgrader, "autograde", LAB, "--force", "--log-level=WARN"], course, env)
+    course.instructor("collect", LAB, *common)
+    course.instructor("autograde", LAB, "--force", "--log-level=WARN")
 
     # what the formgrader shows and does: the four automatic parts scored, the note waiting for a
     # person; a grader types a score and a comment (its API sets these two fields)
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{course / '.nbgrader' / 'gradebook.db'}") as gb:
+    with Gradebook(f"sqlite:///{course.folder / '.nbgrader' / 'gradebook.db'}") as gb:
         submission = gb.find_submission_notebook(LAB, LAB, STUDENT)
         assert submission.needs_manual_grade, "the note waits for a person"
         scores = {g.name: g for g in submission.grades}
@@ -83,10 +58,10 @@ def test_a_manually_graded_note_goes_through_autograde_formgrader_feedback_and_e
         gb.db.commit()
         assert not gb.find_submission_notebook(LAB, LAB, STUDENT).needs_manual_grade
 
-    run([nbgrader, "generate_feedback", LAB, "--force", "--log-level=WARN"], course, env)
-    run([nbgrader, "release_feedback", LAB, *common], course, env)
-    run([nbgrader, "export", "--to=grades.csv", "--log-level=WARN"], course, env)
-    with open(course / "grades.csv") as f:
+    course.instructor("generate_feedback", LAB, "--force", "--log-level=WARN")
+    course.instructor("release_feedback", LAB, *common)
+    course.instructor("export", "--to=grades.csv", "--log-level=WARN")
+    with open(course.folder / "grades.csv") as f:
         row = next(r for r in csv.DictReader(f) if r["assignment"] == LAB and r["student_id"] == STUDENT)
     assert float(row["score"]) == sum(auto.values()) + 3.0
     assert float(row["max_score"]) == sum(auto.values()) + manual[NOTE_PART]
