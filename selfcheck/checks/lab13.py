@@ -61,8 +61,8 @@ DELAYED_MIN = 15  # the brief: a departure this late or more is "delayed"
 FEED_PER_S = 100  # the grader's departures arrive at this rate (a day: about 10 s)
 SETUP_DEADLINE_S = 60
 ACK_WAIT_S = 30  # for every departure given to be acknowledged
-JOB_FIRST_RESULT_S = 120  # from the job's start to its first hour on the board (a Spark driver starts)
-BOARD_DEADLINE_S = 120  # after the last departure, for every hour to be on the board
+JOB_FIRST_RESULT_S = 90  # from the job's start to its first hour on the board (a Spark driver starts)
+BOARD_DEADLINE_S = 60  # after the last departure, for every hour to be on the board
 LATE_PAUSE_S = 4  # before late departures: long enough for a job's micro-batch to read what came first
 FROZEN_S = 1.0  # the departures given while the followers are frozen: this many seconds of them (a session: 3 s)
 JOB_RESTARTS = 2  # a job that exits by itself is started again (an orchestrator would), this often
@@ -507,13 +507,30 @@ def _faults(ctx: Context, r: Run, day: Day, feeder: Feeder, job: Job, view: Cont
     r.acked = feeder.acked()
 
 
-def _ids_in(view: Context, topic: str) -> set[str]:
-    ids = set()
-    for rec in read_all(view, short_name(topic)):
-        try:
-            ids.add(str(json.loads(rec.value)["id"]))
-        except (TypeError, ValueError, KeyError):
-            pass
+def _ids_in(view: Context, topic: str, quiet_s: float = 2.0, deadline_s: float = 20.0) -> set[str]:
+    """The departures the topic's partitions hold now, up to their high watermarks: what a consumer
+    can read, so what the brokers count as written. Read from offset 0 until nothing more comes for
+    quiet_s (not up to the end offsets: with fewer replicas in sync than min.insync.replicas, Kafka
+    4 leaves the high watermark where it is and will not tell the end offset)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from .bounded_reads import bounded_poll
+
+    ids: set[str] = set()
+    with KafkaConsumer(**view.kafka, enable_auto_commit=False, max_partition_fetch_bytes=2**20) as consumer:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        deadline, last = time.monotonic() + deadline_s, time.monotonic()
+        while time.monotonic() - last < quiet_s and time.monotonic() < deadline:
+            for batch in bounded_poll(consumer, topic, timeout_ms=300).values():
+                last = time.monotonic()
+                for rec in batch:
+                    try:
+                        ids.add(str(json.loads(rec.value)["id"]))
+                    except (TypeError, ValueError, KeyError):
+                        pass
     return ids
 
 
