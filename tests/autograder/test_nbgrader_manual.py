@@ -53,6 +53,7 @@ def test_a_manually_graded_note_goes_through_autograde_formgrader_feedback_and_e
         assert {name: scores[name].auto_score for name in auto} == auto, "every automatic part full"
         assert scores[NOTE_PART].auto_score is None and scores[NOTE_PART].needs_manual_grade
         scores[NOTE_PART].manual_score = 3.0
+        scores[NOTE_PART].needs_manual_grade = False  # the formgrader's grade API does both
         comment = gb.find_comment(NOTE_PART, LAB, LAB, STUDENT)
         comment.manual_comment = COMMENT
         gb.db.commit()
