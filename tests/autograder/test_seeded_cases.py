@@ -287,3 +287,25 @@ def test_lab2_means_on_a_half_cent_take_either_rounding_and_nothing_further():
     assert same_delays({"JFK": 119.47}, exact) and same_delays({"JFK": 119.48}, exact)
     assert not same_delays({"JFK": 119.46}, exact) and not same_delays({"JFK": 119.49}, exact)
     assert not same_delays({"JFK": 119.475, "LGA": 1.0}, exact) and not same_delays({"JFK": "119.47"}, exact)
+
+
+def test_lab13s_day_cannot_be_read_off_the_public_dataset():
+    """A board worked out from datasets/ (CI once saw it pass lab13-q4: the grader's day was the
+    public day plus a few made-up planes, and the late hours had none of them)."""
+    from collections import Counter
+
+    from cluster.lab import departures
+    from selfcheck.checks import lab13
+
+    for seed in range(25):
+        day = lab13.graders_day(SimpleNamespace(rng=random.Random(seed)))
+        truth = lab13.expected_hours(day, {e["id"] for e in day.events})
+        public = departures(day=int(day.events[0]["dep_time"][8:10]))
+        left = Counter((f["origin"], f["dep_time"][:13]) for f in public)
+        delayed = Counter((f["origin"], f["dep_time"][:13]) for f in public if f["dep_delay"] >= lab13.DELAYED_MIN)
+        right = {k for k, v in truth.items() if (left[k], delayed[k]) == v}
+        late_hours = {(e["origin"], lab13.hour_of(e)) for e in day.events if e["id"] in day.late}
+        assert late_hours and not late_hours <= right, f"seed {seed}: the public day gets every late hour right"
+        assert len(right) <= 0.25 * len(truth), (
+            f"seed {seed}: the public day gets {len(right)} of {len(truth)} hours right"
+        )
