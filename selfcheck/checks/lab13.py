@@ -7,7 +7,7 @@ grading's own (cluster/own.py, as lab 7), and breaks things while they run:
 
     board_setup.py EVENTS BOARD          makes the topics
     board_job.py EVENTS BOARD STATE      departures per airport and hour, EVENTS -> BOARD
-    board_producer.py EVENTS             the grader's departures (JSON lines on stdin) -> EVENTS,
+    board_producer.py EVENTS [VERSION]   the grader's departures (JSON lines on stdin) -> EVENTS,
                                          printing "acked <id>" once the brokers acknowledged one
 
 The run (`pipeline_run`, once per grading; every part reads what it measured):
@@ -18,7 +18,9 @@ The run (`pipeline_run`, once per grading; every part reads what it measured):
 3. the two followers of the leader of most partitions are frozen (SIGSTOP) while 1 s of
    departures is written, that leader is killed, the followers go on: what the leader
    acknowledged alone is lost (acks=1), what all replicas had is kept (acks="all");
-4. at up to three hour boundaries, the departures of the hour's last 3 minutes are held back
+4. the producer's input ends, and it is started again for version 2 of the events (the delay
+   in seconds instead of minutes, and the gate), for the rest of the day;
+5. at up to three hour boundaries, the departures of the hour's last 3 minutes are held back
    until the hour has ended, then come 20-30 minutes behind the latest one (30 are allowed); before
    them, every hour that ended 30 minutes before the latest departure given must be on the board
    within 30 s; then a departure two hours after the day's last, at each airport, closes the day.
@@ -33,7 +35,9 @@ dataset cannot match: nearly every hour has other counts.
 - lab13-q2 in order: each plane's departures in one partition, in the order they were reported;
 - lab13-q3 exactly once: every hour on the board in time, once final, with its right counts
   (repeats of the same counts are harmless: the board is read as a table), after the job's crash;
-- lab13-q4 late departures: the hours that got late departures count them.
+- lab13-q4 late departures: the hours that got late departures count them;
+- lab13-q5 a compatible upgrade: every record still reads as version 1 (a reader of the
+  dashboard team's), and version 2's records carry its new fields.
 """
 
 from __future__ import annotations
@@ -108,6 +112,7 @@ class Day:
     late: dict[str, int]  # id -> minutes behind the latest departure fed before it
     closing: set[str]  # ids of the departures that close the day (their hours are not checked)
     pauses: dict[str, datetime]  # id -> the latest departure time given before it (the grader pauses there)
+    v2: dict[str, dict] = field(default_factory=dict)  # id -> version 2's new fields (dep_delay_s, gate)
 
 
 def graders_day(ctx: Context) -> Day:
@@ -171,7 +176,16 @@ def graders_day(ctx: Context) -> Day:
         order[at:at] = held
         pauses[held[0]["id"]] = reached
         late.update({e["id"]: int((reached - when(e["dep_time"])).total_seconds() // 60) for e in held})
-    return Day(order + closing, late, {e["id"] for e in closing}, pauses)
+    # Version 2 of the airports' events: the delay in seconds (the minutes of version 1 are its
+    # floor: 60 * dep_delay + 0-59 s) and the gate, drawn from the seed.
+    v2 = {
+        e["id"]: {
+            "dep_delay_s": 60 * e["dep_delay"] + rng.randrange(60),
+            "gate": f"{rng.choice('ABCD')}{rng.randrange(1, 40)}",
+        }
+        for e in order + closing
+    }
+    return Day(order + closing, late, {e["id"] for e in closing}, pauses, v2)
 
 
 def _made_up(number: int, day: int, origin: str, tail: str | None, at: datetime, rng) -> dict:
@@ -201,6 +215,8 @@ class Run:
     acked: set[str] = field(default_factory=set)
     in_topic: list[tuple[int, int, str]] = field(default_factory=list)  # (partition, offset, id)
     strangers: list[str] = field(default_factory=list)  # values in EVENTS the grader never gave
+    values: dict[str, dict] = field(default_factory=dict)  # id -> its record's value (the first copy)
+    given_as_v2: list[str] = field(default_factory=list)
     board: dict[tuple[str, str], list[dict]] = field(default_factory=dict)  # (airport, hour) -> values, oldest first
     unreadable: list[str] = field(default_factory=list)  # board values that are no result
     early_acks: list[str] = field(default_factory=list)  # reported acknowledged, not yet in the topic
@@ -215,13 +231,44 @@ class Run:
 class Feeder:
     """The producer script and what the grader gave it."""
 
-    def __init__(self, run: ScriptRun):
-        self.run = run
+    def __init__(self, ctx: Context, topic: str, day: Day):
+        self.ctx, self.topic, self.day = ctx, topic, day
+        self.version = 1
+        self.earlier: set[str] = set()  # acknowledged by the producer's runs before this one
+        self.run = start(ctx, PRODUCER, topic, tag="producer", stdin=True)
+
+    def line(self, event: dict) -> dict:
+        """What the airports send: version 1's event, or version 2's (the delay in seconds instead of
+        minutes, and the gate)."""
+        if self.version == 1:
+            return event
+        v2 = {k: v for k, v in event.items() if k != "dep_delay"}
+        return {**v2, **self.day.v2[event["id"]]}
+
+    def finish(self) -> None:
+        """Close the producer's input; it must send what it has and end by itself."""
+        if self.run.proc.stdin is not None:
+            self.run.proc.stdin.close()
+        code = wait(self.run, ACK_WAIT_S * 2)
+        expect(
+            code == 0,
+            f"{PRODUCER} should end by itself (exit 0) once its input ends",
+            found=f"exit {code}: " + self.run.output()[-300:],
+            hint="After the input ends, flush() the producer and return.",
+        )
+
+    def upgrade(self) -> None:
+        """The airports move to version 2: the producer is stopped (its input closed) and started
+        again as `board_producer.py EVENTS 2`."""
+        self.finish()
+        self.earlier |= self.acked()
+        self.version = 2
+        self.run = start(self.ctx, PRODUCER, self.topic, "2", tag="producer-v2", stdin=True)
 
     def acked(self) -> set[str]:
         """The ids the producer reported: "acked <id>", the id's three words first (quotes and
         anything after them, a partition or an offset, are ignored)."""
-        found = set()
+        found = set(self.earlier)
         for rest in ACKED.findall(self.run.output()):
             words = rest.replace("'", " ").replace('"', " ").split()
             found.add(" ".join(words[:3]))
@@ -232,7 +279,7 @@ class Feeder:
         assert stdin is not None  # started with stdin=True
         for e in events:
             try:
-                stdin.write((json.dumps(e) + "\n").encode())
+                stdin.write((json.dumps(self.line(e)) + "\n").encode())
                 stdin.flush()
             except (BrokenPipeError, OSError):
                 raise CheckFailed(
@@ -368,7 +415,7 @@ def run_pipeline(ctx: Context) -> Run:
     try:
         _setup(ctx, r)
         job = Job(ctx, r, r.events_topic, r.board_topic, f"board-state-{tag}")
-        feeder = Feeder(start(ctx, PRODUCER, r.events_topic, tag="producer", stdin=True))
+        feeder = Feeder(ctx, r.events_topic, day)
         _faults(ctx, r, day, feeder, job, view)
         _board_complete(r, job, view)
     finally:
@@ -492,7 +539,10 @@ def _faults(ctx: Context, r: Run, day: Day, feeder: Feeder, job: Job, view: Cont
     r.lost_at_kill = sorted(acked_before - _ids_in(view, r.events_topic))
     job.keep_alive()
 
-    # 4. The rest of the day, late departures among them, and the departures that close it.
+    # 4. The airports move to version 2 (the producer too); the rest of the day, late departures
+    # among them, and the departures that close it.
+    feeder.upgrade()
+    r.given_as_v2 = [e["id"] for e in rest]
     start_at = 0
     for i, e in enumerate(rest):
         if e["id"] in day.pauses:
@@ -500,15 +550,7 @@ def _faults(ctx: Context, r: Run, day: Day, feeder: Feeder, job: Job, view: Cont
             start_at = i
             _caught_up(r, job, view, day.pauses[e["id"]])
     feeder.give(rest[start_at:])
-    if feeder.run.proc.stdin is not None:
-        feeder.run.proc.stdin.close()
-    code = wait(feeder.run, ACK_WAIT_S * 2)
-    expect(
-        code == 0,
-        f"{PRODUCER} should end by itself (exit 0) once its input ends",
-        found=f"exit {code}: " + feeder.run.output()[-300:],
-        hint="After the input ends, flush() the producer and return.",
-    )
+    feeder.finish()
     r.acked = feeder.acked()
 
 
@@ -598,14 +640,16 @@ def _board_complete(r: Run, job: Job, view: Context) -> None:
 
 def _read_events(view: Context, r: Run) -> None:
     given = {e["id"] for e in r.day.events}
-    r.in_topic, r.strangers = [], []
+    r.in_topic, r.strangers, r.values = [], [], {}
     for rec in read_all(view, short_name(r.events_topic)):
         try:
-            event_id = json.loads(rec.value)["id"]
+            value = json.loads(rec.value)
+            event_id = value["id"]
         except (TypeError, ValueError, KeyError):
             event_id = None
         if isinstance(event_id, str) and event_id in given:
             r.in_topic.append((rec.partition, rec.offset, event_id))
+            r.values.setdefault(event_id, value)
         else:
             r.strangers.append(repr((rec.value or b"")[:120]))
 
@@ -808,3 +852,46 @@ def late_counted(ctx: Context) -> str:
         "end (a watermark's delay, a window's grace) before writing it.",
     )
     return f"{checked} hours with {len(r.day.late)} late departures, each counted"
+
+
+V1_TYPES: dict[str, type | tuple[type, ...]] = {
+    "id": str,
+    "carrier": str,
+    "origin": str,
+    "dest": str,
+    "tailnum": (str, type(None)),
+    "dep_time": str,
+}
+
+
+@check("lab13-q5")
+def compatible_upgrade(ctx: Context) -> str:
+    """after the upgrade to version 2, every record still reads as version 1, and carries version 2's fields"""
+    r = pipeline_run(ctx)
+    truth = {e["id"]: e for e in r.day.events}
+    v1_broken, v2_missing = [], []
+    for i, value in r.values.items():
+        e = truth[i]
+        problems = [k for k, kind in V1_TYPES.items() if not isinstance(value.get(k), kind) or value.get(k) != e[k]]
+        delay = value.get("dep_delay")
+        if not (isinstance(delay, int) and not isinstance(delay, bool) and delay == e["dep_delay"]):
+            problems.append(f"dep_delay={delay!r} (whole minutes: {e['dep_delay']})")
+        if problems:
+            v1_broken.append(f"{i}: {', '.join(problems)}")
+        if i in set(r.given_as_v2) and any(value.get(k) != v for k, v in r.day.v2[i].items()):
+            v2_missing.append(f"{i}: { ({k: value.get(k) for k in r.day.v2[i]}) } (given {r.day.v2[i]})")
+    expect(
+        not v1_broken,
+        f"{len(v1_broken)} records of the events topic no longer read as version 1: a reader written for it "
+        "(the dashboard team's) finds a field missing, of another type, or with another meaning",
+        found=sorted(v1_broken)[:3],
+        hint="A compatible change adds fields and keeps the old ones as they were: keep dep_delay in whole minutes "
+        "(dep_delay_s // 60) beside the new dep_delay_s.",
+    )
+    expect(
+        not v2_missing,
+        f"{len(v2_missing)} of the {len(r.given_as_v2)} departures given as version 2 lack its new fields on the topic",
+        found=sorted(v2_missing)[:3],
+        hint="Version 2 adds dep_delay_s and gate: write them too (readers of version 2 need them).",
+    )
+    return f"{len(r.values)} records read as version 1; {len(r.given_as_v2)} carry version 2's fields"

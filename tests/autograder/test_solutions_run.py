@@ -245,6 +245,7 @@ LESSONS = {
         r"lab13-q2 passed",
         r"lab13-q3 passed",
         r"lab13-q4 passed",
+        r"lab13-q5 passed",
     ],
     "lab5": [
         r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",
