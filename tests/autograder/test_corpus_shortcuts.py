@@ -23,6 +23,7 @@ NO_COPY_POSSIBLE = {
     "lab8-q4": "the grader's own seeded records; the rate and the bytes on disk are measured by the grader",
     "lab13-q1": "the grader's own seeded departures, fed while it breaks brokers, read back from the brokers",
     "lab13-q2": "where the brokers put the grader's own seeded departures, and in what order",
+    "lab13-q5": "the grader's own seeded version 2 fields (seconds, gate), read back from the brokers",
 }
 
 
