@@ -135,6 +135,19 @@ def tail_text(root: str | Path, relative: str | Path, max_bytes: int = 200_000) 
         return f.read(max_bytes).decode(errors="replace")
 
 
+def read_chunk(root: str | Path, relative: str | Path, offset: int, max_bytes: int = 2**20) -> bytes:
+    """Up to max_bytes of a file (a log that grows) from byte `offset`, b"" if it does not exist
+    or has nothing past it; links refused as above. Read a log whole, in steps, without reading
+    again what was read."""
+    try:
+        fd = _open_file(Path(root), relative, os.O_RDONLY)
+    except FileNotFoundError:
+        return b""
+    with os.fdopen(fd, "rb") as f:
+        f.seek(offset)
+        return f.read(max_bytes)
+
+
 def write_bytes(
     root: str | Path,
     relative: str | Path,

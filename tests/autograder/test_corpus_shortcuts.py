@@ -24,6 +24,7 @@ NO_COPY_POSSIBLE = {
     "lab13-q1": "the grader's own seeded departures, fed while it breaks brokers, read back from the brokers",
     "lab13-q2": "where the brokers put the grader's own seeded departures, and in what order",
     "lab13-q5": "the grader's own seeded version 2 fields (seconds, gate), read back from the brokers",
+    "lab13-q7": "the bytes the grader's own seeded departures take on the brokers' disks, measured by the grader",
 }
 
 

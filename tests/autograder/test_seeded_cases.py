@@ -309,3 +309,58 @@ def test_lab13s_day_cannot_be_read_off_the_public_dataset():
         assert len(right) <= 0.25 * len(truth), (
             f"seed {seed}: the public day gets {len(right)} of {len(truth)} hours right"
         )
+
+
+def test_lab13s_burst_comes_at_an_hours_start_after_version_2s_sample():
+    """The burst (lab13-q6) lands in the run's last part, after at least BURST_AFTER departures of
+    version 2 (the storage's sample, lab13-q7) and before the day's last ones, in one hour."""
+    from selfcheck.checks import lab13
+
+    for seed in range(10):
+        day = lab13.graders_day(SimpleNamespace(rng=random.Random(seed)))
+        base = [e for e in day.events if e["id"] not in day.burst]
+        before = {e["id"] for e in base[: len(base) // 2 + int(lab13.FEED_PER_S * lab13.FROZEN_S)]}
+        rest = [e for e in day.events if e["id"] not in before]
+        at = [i for i, e in enumerate(rest) if e["id"] in day.burst]
+        assert len(day.burst) == len(at) == lab13.BURST_N and at == list(range(at[0], at[0] + lab13.BURST_N))
+        assert at[0] >= lab13.BURST_AFTER, f"seed {seed}: {at[0]} departures before the burst"
+        assert len(rest) - at[-1] > 10 + len(day.closing), f"seed {seed}: the burst is at the day's end"
+        assert {e["dep_time"][:13] for e in rest if e["id"] in day.burst} == {day.burst_hour[:13]}
+        assert len({e["tailnum"] for e in day.events if e["id"] in day.burst}) == lab13.BURST_N
+
+
+def test_lab13_latency_runs_from_an_hour_being_due_to_its_first_right_record():
+    import json
+    import math
+
+    from selfcheck.checks import lab13
+
+    day = lab13.graders_day(SimpleNamespace(rng=random.Random(3)))
+    ids = {e["id"] for e in day.events}
+    r = lab13.Run(day, "ns.events", "ns.board", in_topic=[(0, n, i) for n, i in enumerate(sorted(ids))])
+    r.given_at = {e["id"]: float(n) for n, e in enumerate(day.events)}  # one a second, in the feed's order
+    truth = lab13.expected_hours(day, ids)
+    keys = sorted(k for k in truth if k[1] < day.burst_hour[:13])[-3:]
+
+    def due(key):
+        end = lab13.when(key[1] + ":00:00Z") + lab13.timedelta(hours=1, minutes=lab13.LATENESS_MIN)
+        return min(r.given_at[e["id"]] for e in day.events if lab13.when(e["dep_time"]) >= end)
+
+    def record(key, counts, at):
+        value = {"airport": key[0], "hour": key[1] + ":00:00Z", "departures": counts[0], "delayed": counts[1]}
+        return (0, 0, 0, json.dumps(value).encode(), at)
+
+    a, b, c = keys
+    r.board_seen = [
+        record(a, truth[a], due(a) + 2.5),
+        record(b, (truth[b][0] + 1, truth[b][1]), due(b) + 1),  # wrong first: the right one counts
+        record(b, truth[b], due(b) + 20),
+        record(a, truth[a], due(a) + 9),  # a repeat: the first right one counts
+    ]
+    r.measured_from = due(a) - 0.5
+    lat = lab13.latencies(r)
+    assert lat[a] == 2.5 and lat[b] == 20 and lat[c] == math.inf
+    assert all(due(k) >= r.measured_from for k in lat), "an hour due before the measure counted"
+    assert lab13.percentile(list(lat.values()), 99) == math.inf
+    assert lab13.percentile([float(n) for n in range(1, 101)], 99) == 99
+    assert lab13.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0

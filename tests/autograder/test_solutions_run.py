@@ -246,6 +246,8 @@ LESSONS = {
         r"lab13-q3 passed",
         r"lab13-q4 passed",
         r"lab13-q5 passed",
+        r"lab13-q6 passed",
+        r"lab13-q7 passed",
     ],
     "lab5": [
         r"commit before processing: killed after record 130 \(exit -9\); 10 lost \(130-139\), 0 processed twice\n",

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from cluster.safe_files import RefusedPath, kind, list_dir, make_dirs, read_bytes, read_text, write_text
+from cluster.safe_files import RefusedPath, kind, list_dir, make_dirs, read_bytes, read_chunk, read_text, write_text
 
 
 @pytest.fixture
@@ -68,3 +68,15 @@ def test_pipes_large_files_and_paths_out_of_the_folder_are_refused(folder):
     for path in ("../outside", "/etc/passwd"):
         with pytest.raises(RefusedPath, match="inside the folder"):
             read_text(folder, path)
+
+
+def test_a_growing_log_is_read_in_steps_and_a_link_is_not(folder, secret):
+    write_text(folder, "job.log", "acked 1\n")
+    first = read_chunk(folder, "job.log", 0)
+    write_text(folder, "job.log", "acked 2\n", append=True)
+    assert first == b"acked 1\n" and read_chunk(folder, "job.log", len(first)) == b"acked 2\n"
+    assert read_chunk(folder, "job.log", 3, max_bytes=4) == b"ed 1"
+    assert read_chunk(folder, "missing.log", 0) == b""
+    (folder / "link.log").symlink_to(secret)
+    with pytest.raises(RefusedPath, match="link"):
+        read_chunk(folder, "link.log", 0)
