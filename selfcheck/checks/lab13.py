@@ -639,10 +639,21 @@ def _disk_bytes(ctx: Context, topic: str) -> int:
         return all(set(p["isr_nodes"]) >= set(p["replica_nodes"]) for p in desc["partitions"])
 
     wait_for(in_sync, timeout_s=ACK_WAIT_S, every_s=0.5)
-    answers = retried(ctx, lambda a: a.describe_log_dirs(), "asking the brokers for their logs' sizes")
-    brokers = {a["broker"] for a in answers if a["log_dirs"]}
-    if len(brokers) < len(BROKERS):
-        raise RuntimeError(f"only brokers {sorted(brokers)} told their logs' sizes")
+
+    def ask(_) -> list[dict]:
+        # A new client, asking every broker by its id: one made while a broker was stopped does
+        # not know that broker, and would ask the others only.
+        client = cluster_of(ctx).admin(request_timeout_ms=15_000)
+        try:
+            answers = client.describe_log_dirs(brokers=list(BROKERS))
+        finally:
+            client.close()
+        told = {a["broker"] for a in answers if a["log_dirs"]}
+        if told != set(BROKERS):
+            raise RuntimeError(f"only brokers {sorted(told)} told their logs' sizes")
+        return answers
+
+    answers = retried(ctx, ask, "asking every broker for its logs' sizes")
     return sum(
         p["partition_size"]
         for a in answers
