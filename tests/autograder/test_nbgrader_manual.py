@@ -42,7 +42,7 @@ def test_a_manually_graded_note_goes_through_autograde_formgrader_feedback_and_e
     course.instructor("collect", LAB, *common)
     course.instructor("autograde", LAB, "--force", "--log-level=WARN")
 
-    # what the formgrader shows and does: the four automatic parts scored, the note waiting for a
+    # what the formgrader shows and does: the automatic parts scored, the note waiting for a
     # person; a grader types a score and a comment (its API sets these two fields)
     from nbgrader.api import Gradebook
 
