@@ -344,7 +344,9 @@ def test_lab13_latency_runs_from_an_hour_being_due_to_its_first_right_record():
 
     def due(key):
         end = lab13.when(key[1] + ":00:00Z") + lab13.timedelta(hours=1, minutes=lab13.LATENESS_MIN)
-        return min(r.given_at[e["id"]] for e in day.events if lab13.when(e["dep_time"]) >= end)
+        return min(
+            r.given_at[e["id"]] for e in day.events if e["origin"] == key[0] and lab13.when(e["dep_time"]) >= end
+        )
 
     def record(key, counts, at):
         value = {"airport": key[0], "hour": key[1] + ":00:00Z", "departures": counts[0], "delayed": counts[1]}
@@ -353,6 +355,7 @@ def test_lab13_latency_runs_from_an_hour_being_due_to_its_first_right_record():
     a, b, c = keys
     r.board_seen = [
         record(a, truth[a], due(a) + 2.5),
+        record(c, (truth[c][0] + 5, truth[c][1]), due(c) + 1),  # never right
         record(b, (truth[b][0] + 1, truth[b][1]), due(b) + 1),  # wrong first: the right one counts
         record(b, truth[b], due(b) + 20),
         record(a, truth[a], due(a) + 9),  # a repeat: the first right one counts
