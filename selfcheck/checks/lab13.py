@@ -347,18 +347,17 @@ class Feeder:
                 break
             self._read += len(chunk)
             *lines, self._partial = (self._partial + chunk).split(b"\n")
-            for rest in ACKED.findall(b"\n".join(lines).decode(errors="replace")):
-                words = rest.replace("'", " ").replace('"', " ").split()
-                self._acked.add(" ".join(words[:3]))
+            self._take(b"\n".join(lines))
         if self._partial and self.run.proc.poll() is not None:  # its last line, without a newline
-            self._acked.update(
-                " ".join(rest.replace("'", " ").replace('"', " ").split()[:3])
-                for rest in ACKED.findall(self._partial.decode(errors="replace"))
-            )
+            self._take(self._partial)
             self._partial = b""
         if self._acked and self.first_ack_at is None:
             self.first_ack_at = time.monotonic()
         return self.earlier | self._acked
+
+    def _take(self, text: bytes) -> None:
+        for rest in ACKED.findall(text.decode(errors="replace")):
+            self._acked.add(" ".join(rest.replace("'", " ").replace('"', " ").split()[:3]))
 
     def give(self, events: list[dict], per_s: float = FEED_PER_S) -> None:
         """Each line at the feed's pace, flushed; the burst's at once."""
