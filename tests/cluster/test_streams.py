@@ -17,6 +17,7 @@ from collections import Counter
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import UnknownTopicOrPartitionError
 
 from cluster import connection, namespace
 from cluster.clients import bootstrap_servers
@@ -68,8 +69,12 @@ def words(cluster, tmp_path_factory):
     folder = tmp_path_factory.mktemp("streams")
     (folder / "app.py").write_text(APP)
     yield lab, topic, Counter(word for _, word in said), folder
-    # only this module's: other modules of this process share the namespace
-    lab.admin.delete_topics([t for t in lab.my_topics() if TAG in t])
+    # only this module's: other modules of this process share the namespace. A topic a test
+    # deleted may still be listed by a broker whose metadata lags: the brokers delete the rest.
+    try:
+        lab.admin.delete_topics([t for t in lab.my_topics() if TAG in t])
+    except UnknownTopicOrPartitionError:
+        pass
 
 
 @pytest.fixture(scope="module")
@@ -189,4 +194,4 @@ def test_a_topic_the_app_makes_has_three_replicas_as_the_brokers_make_them(clust
     described = lab.admin.describe_topics([name])[0]
     # quixstreams' own default would be one replica: lost with its broker
     assert [len(p["replica_nodes"]) for p in described["partitions"]] == [3]
-    lab.admin.delete_topics([name])
+    lab.delete_topic(f"made-{TAG}")  # and wait until it is gone, so the module's cleanup does not see it
