@@ -367,3 +367,36 @@ def test_lab13_latency_runs_from_an_hour_being_due_to_its_first_right_record():
     assert lab13.percentile(list(lat.values()), 99) == math.inf
     assert lab13.percentile([float(n) for n in range(1, 101)], 99) == 99
     assert lab13.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
+
+
+def test_lab13_storage_judges_the_costlier_window_and_the_fullest_partition(tmp_path):
+    """lab13-q7: a producer that compresses its first departures and not the burst is judged by the
+    burst; retention.bytes must hold the fullest partition's share, not an even one."""
+    import pytest
+
+    from selfcheck.checks import CheckFailed, lab13
+
+    day = lab13.graders_day(SimpleNamespace(rng=random.Random(4)))
+    before = [e["id"] for e in day.events[:200]]
+    after = [e["id"] for e in day.events[200:1200]]
+
+    def graded(at_start, before_burst, at_end, partitions, retention_bytes="-1"):
+        r = lab13.Run(day, "ns.events", "ns.board")
+        r.storage_sample, r.given_as_v2 = before, before + after
+        r.in_topic = [(partitions(n), n, i) for n, i in enumerate(before + after)]
+        r.disk_at_start, r.disk_before_burst, r.disk_at_end = at_start, before_burst, at_end
+        r.events_config = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": retention_bytes}
+        r.replicas, r.events_partitions = 3, 2
+        ctx = SimpleNamespace(namespace="ns", seed=1, workdir=tmp_path, sandbox=object(), scratch={})
+        ctx.scratch[("lab13-run", "ns", 1, lab13.scripts_hash(ctx))] = r
+        return lab13.storage(ctx)
+
+    even = lambda n: n % 2
+    assert graded(0, 200 * 200, 200 * 200 + 1000 * 150, even).startswith("200 bytes a departure")
+    with pytest.raises(CheckFailed, match="from the burst to the day's end took 800,000 bytes"):
+        graded(0, 200 * 200, 200 * 200 + 1000 * 800, even)
+    # 7 days of 1,000 departures at 200 bytes over 3 replicas: 233,334 a partition if the two hold
+    # half each, 350,000 in the one holding three quarters
+    assert graded(0, 200 * 200, 200 * 200 + 1000 * 150, even, "300000")
+    with pytest.raises(CheckFailed, match="holds 75% of the departures"):
+        graded(0, 200 * 200, 200 * 200 + 1000 * 150, lambda n: int(n % 4 != 0), "300000")
