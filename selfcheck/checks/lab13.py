@@ -67,7 +67,7 @@ from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, LabPolicy, check, expect
 from .kafka_state import read_all, short_name
-from .lab7 import BROKERS, all_up, cluster_of, partitions, stop_one, wait_until
+from .lab7 import BROKERS, all_up, cluster_of, described, partitions, retried, stop_one, wait_until
 from .scripts import ScriptRun, start, stop, wait
 
 SETUP, PRODUCER, JOB = "board_setup.py", "board_producer.py", "board_job.py"
@@ -595,8 +595,6 @@ def run_pipeline(ctx: Context) -> Run:
 
 
 def _delete_topics(ctx: Context, topics: list[str]) -> None:
-    from .lab7 import retried
-
     try:
         retried(ctx, lambda a: a.delete_topics(topics), f"deleting {', '.join(topics)}")
     except Exception as e:  # the run's verdicts stand; the student can delete them by hand
@@ -627,8 +625,6 @@ def _settings(ctx: Context, r: Run) -> None:
     """EVENTS's settings as the brokers apply them (defaults included), and its replicas."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    from .lab7 import retried
-
     topic = r.events_topic
     res = retried(
         ctx,
@@ -636,7 +632,7 @@ def _settings(ctx: Context, r: Run) -> None:
         f"reading {topic}'s settings",
     )
     r.events_config = {k: v["value"] for k, v in res["topic"][topic].items()}
-    desc = retried(ctx, lambda a: a.describe_topics([topic])[0], f"describing {topic}")
+    desc = described(ctx, topic)
     r.events_partitions = len(desc["partitions"])
     r.replicas = min(len(p["replica_nodes"]) for p in desc["partitions"])
 
@@ -644,10 +640,9 @@ def _settings(ctx: Context, r: Run) -> None:
 def _disk_bytes(ctx: Context, topic: str) -> int:
     """The bytes of the topic's logs on the brokers' disks, every replica counted (the brokers'
     own count: DescribeLogDirs), once every replica is in sync."""
-    from .lab7 import retried
 
     def in_sync() -> bool:  # a follower catching up would count bytes of earlier departures
-        desc = retried(ctx, lambda a: a.describe_topics([topic])[0], f"describing {topic}")
+        desc = described(ctx, topic)
         return all(set(p["isr_nodes"]) >= set(p["replica_nodes"]) for p in desc["partitions"])
 
     if not wait_for(in_sync, timeout_s=ACK_WAIT_S, every_s=0.5):
@@ -879,8 +874,6 @@ def _caught_up(r: Run, job: Job, view: Context, given: set[str]) -> None:
 
 def _live(ctx: Context) -> set[int]:
     from cluster.brokers import live_brokers
-
-    from .lab7 import retried
 
     return retried(ctx, live_brokers, "listing the live brokers")
 

@@ -98,9 +98,15 @@ def wait_until(probe, what: str, timeout: float = STATE_WAIT_S):
     return waited.last
 
 
+def described(ctx: Context, topic: str) -> dict:
+    """The topic as the cluster's metadata says: its partitions, each with its leader, replicas and
+    in-sync replicas (kafka-python's describe_topics), asked again while a broker dies or comes back."""
+    return retried(ctx, lambda a: a.describe_topics([topic])[0], f"describing {topic}")
+
+
 def partitions(ctx: Context, topic: str) -> dict[int, tuple[int | None, frozenset]]:
     """partition -> (leader or None, in-sync replicas), as the cluster's metadata says."""
-    desc = retried(ctx, lambda a: a.describe_topics([topic])[0], f"describing {topic}")
+    desc = described(ctx, topic)
     return {
         p["partition_index"]: (p["leader_id"] if p["leader_id"] >= 0 else None, frozenset(p["isr_nodes"]))
         for p in desc["partitions"]
