@@ -117,7 +117,9 @@ POLICY = LabPolicy(
 
 # --- the grader's day --------------------------------------------------------------------------
 def when(iso: str) -> datetime:
-    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    """A time of the grader's own, "2013-01-05T06:12:00Z" (strptime is ten times slower: a day is
+    thousands of these)."""
+    return datetime.fromisoformat(iso)
 
 
 def iso(t: datetime) -> str:
