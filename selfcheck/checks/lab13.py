@@ -1098,8 +1098,10 @@ def exactly_once(ctx: Context) -> str:
         f"(the job was killed and started again; {'; '.join(r.notes)})",
         found=wrong[:4],
         hint="A count that is too high was counted again after the restart; too low, its state was lost (a "
-        "checkpoint that does not survive the restart); two different counts, an hour written before it was "
-        "final (write each hour once, when the watermark passes it: append mode).",
+        "checkpoint that does not survive the restart) or departures were dropped as late (a window whose time "
+        "one partition moved on, while another's earlier departures were still to come: lab 12); two different "
+        "counts, an hour written before it was final (write each hour once, when the watermark passes it: "
+        "append mode).",
     )
     return f"{checked} hours, each right, through a crash of the job ({r.job_starts} starts)"
 
