@@ -248,13 +248,21 @@ class Lab:
     def my_topics(self) -> list[str]:
         return sorted(t for t in self.admin.list_topics() if in_namespace(self.namespace, t))
 
-    def delete_my_topics(self, timeout_s: float = 30) -> list[str]:
-        """Delete every topic in your namespace and wait until they are gone, so a notebook
-        can be run again from the top."""
-        mine = self.my_topics()
+    def delete_my_topics(self, timeout_s: float = 30, containing: str = "") -> list[str]:
+        """Delete every topic in your namespace (with `containing` in its name, if given) and
+        wait until they are gone, so a notebook can be run again from the top."""
+        from kafka.errors import UnknownTopicOrPartitionError
+
+        def listed() -> list[str]:
+            return [t for t in self.my_topics() if containing in t]
+
+        mine = listed()
         if mine:
-            self.admin.delete_topics(mine)
-            wait_for(lambda: not self.my_topics(), timeout_s=timeout_s, every_s=0.2)
+            try:
+                self.admin.delete_topics(mine)
+            except UnknownTopicOrPartitionError:
+                pass  # one a broker whose metadata lags still listed, already gone: the others are deleted
+            wait_for(lambda: not listed(), timeout_s=timeout_s, every_s=0.2)
         return mine
 
     def delete_my_groups(self) -> list[str]:

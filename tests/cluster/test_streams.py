@@ -17,7 +17,6 @@ from collections import Counter
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import UnknownTopicOrPartitionError
 
 from cluster import connection, namespace
 from cluster.clients import bootstrap_servers
@@ -69,12 +68,7 @@ def words(cluster, tmp_path_factory):
     folder = tmp_path_factory.mktemp("streams")
     (folder / "app.py").write_text(APP)
     yield lab, topic, Counter(word for _, word in said), folder
-    # only this module's: other modules of this process share the namespace. A topic a test
-    # deleted may still be listed by a broker whose metadata lags: the brokers delete the rest.
-    try:
-        lab.admin.delete_topics([t for t in lab.my_topics() if TAG in t])
-    except UnknownTopicOrPartitionError:
-        pass
+    lab.delete_my_topics(containing=TAG)  # only this module's: other modules of this process share the namespace
 
 
 @pytest.fixture(scope="module")
