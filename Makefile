@@ -59,14 +59,15 @@ lab: up
 #                    Gradescope package, set up and run as Gradescope does; the course's
 #                    JupyterHub in a real browser (~27 min)
 # CI (.ci/run) runs test, then test-heavy.
+# Each layer keeps its tests' durations in build/junit/ (.ci/durations.py prints the slowest).
 test: jars
-	$(PY) -m pytest -n 2 --dist loadscope -m "not heavy"
+	$(PY) -m pytest -n 2 --dist loadscope -m "not heavy" --junitxml=build/junit/test.xml
 
 test-heavy: jars
-	$(PY) -m pytest -n 2 --dist loadscope -m "heavy and not capstone"
+	$(PY) -m pytest -n 2 --dist loadscope -m "heavy and not capstone" --junitxml=build/junit/test-heavy.xml
 
 test-capstone: jars
-	$(PY) -m pytest -n 2 --dist loadscope -m capstone
+	$(PY) -m pytest -n 2 --dist loadscope -m capstone --junitxml=build/junit/test-capstone.xml
 
 # The fast layer: no cluster (the grader's pure steps, the sandbox, the harness, settings).
 test-fast: $(STAMP)

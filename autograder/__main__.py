@@ -56,7 +56,7 @@ def cmd_grade_all(a) -> int:
 def cmd_selftest(a) -> int:
     from staff.selftest import selftest
 
-    return selftest(labs=a.labs, jobs=a.jobs, write_corpus=a.write_corpus, only=a.only, via=a.via)
+    return selftest(labs=a.labs, cores=a.cores, write_corpus=a.write_corpus, only=a.only, via=a.via)
 
 
 def cmd_student_kit(a) -> int:
@@ -124,7 +124,12 @@ def parser() -> argparse.ArgumentParser:
         default="grades",
         help="where results.json per student, gradebook.csv and scores.png go (default: %(default)s)",
     )
-    ga.add_argument("--jobs", type=int, default=4, help="gradings run at the same time (default: %(default)s)")
+    ga.add_argument(
+        "--jobs",
+        type=int,
+        help="gradings run at the same time (default: as many as fit in this machine's cores, by what "
+        "one of the lab's gradings costs: its checks' grading_cores)",
+    )
     ga.add_argument("--regrade", action="store_true", help="grade again what an earlier run already graded")
     ga.add_argument(
         "--retries",
@@ -137,7 +142,12 @@ def parser() -> argparse.ArgumentParser:
     ga.set_defaults(func=cmd_grade_all)
     s = sub.add_parser("selftest", help="solutions score full marks, blanks 0, the corpus its expected scores")
     s.add_argument("labs", nargs="*", help="only these labs (default: all)")
-    s.add_argument("--jobs", type=int, default=2, help="gradings run at the same time (default: %(default)s)")
+    s.add_argument(
+        "--cores",
+        type=float,
+        help="the cores its gradings may keep busy; as many run at once as their labs' costs fit "
+        "(default: this machine's)",
+    )
     s.add_argument("--write-corpus", metavar="DIR", help="also write the corpus notebooks to DIR, to read them")
     s.add_argument("--only", nargs="+", metavar="NAME", help="only the cases whose names contain one of these")
     s.add_argument(

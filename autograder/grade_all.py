@@ -1,7 +1,8 @@
 """Grade a whole class: `python -m autograder grade-all LAB SUBMISSIONS_DIR`.
 
 Each submission is graded by the same command a single grading uses (`python -m autograder
-grade`, in its own namespace, Kafka user and sandbox), `jobs` at a time. A grading that fails
+grade`, in its own namespace, Kafka user and sandbox), `jobs` at a time (by default as many as fit in
+the machine's cores, by what one of the lab's gradings costs: autograder/pool.py). A grading that fails
 for a reason of the grader's own (the cluster down, a broker restarting: exit code 2) is retried
 once the cluster works again, and if it still fails it is reported as not graded, never as a score.
 Finished gradings are kept: a second run grades only what is new or changed (`--regrade` grades
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .kernel import TOTAL_TIMEOUT_S
+from .pool import at_once, machine_cores
 from .results import visible_scores
 
 logger = logging.getLogger(__name__)
@@ -237,7 +239,13 @@ def plot_scores(graded: list[Graded], parts: dict[str, float], path: Path, lab: 
 
 
 def grade_all(
-    lab: str, folder: Path, out: Path, jobs: int = 4, regrade: bool = False, retries: int = 1, progress: bool = True
+    lab: str,
+    folder: Path,
+    out: Path,
+    jobs: int | None = None,
+    regrade: bool = False,
+    retries: int = 1,
+    progress: bool = True,
 ) -> list[Graded]:
     import nbformat
     from tqdm import tqdm
@@ -250,6 +258,7 @@ def grade_all(
     if not folder.is_dir():
         raise SystemExit(f"{folder} is not a folder of submissions")
     parts = graded_parts(nbformat.read(source, as_version=4))
+    jobs = jobs or at_once(lab, machine_cores())
     subs = find_submissions(lab, folder)
     if not subs:
         raise SystemExit(f"no notebooks in {folder}: expected <student>.ipynb or <student>/.../{lab}.ipynb")

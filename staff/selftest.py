@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,7 @@ import nbformat
 
 import psutil
 
+from autograder.pool import machine_cores, run_by_cost
 from autograder.pipeline import RELEASE, SOLUTIONS, course_labs, grading_secret, graded_parts
 from autograder.results import visible_scores
 from cluster.settings import ROOT
@@ -68,6 +71,7 @@ class Outcome:
     seconds: float
     exit_code: int
     problems: list[str] | None = None  # what went wrong beyond the score: leaks, leftovers
+    cpu_s: float = 0.0  # CPU seconds of the grading's own processes (not the brokers')
 
     @property
     def ok(self) -> bool:
@@ -114,6 +118,31 @@ def expected_scores(s: Scenario, parts: dict[str, float]) -> dict[str, float]:
     return {label: 0.0 if label in s.fails else points for label, points in parts.items()}
 
 
+def measured(cmd: list[str], timeout_s: float) -> tuple[int | None, str, str, float]:
+    """Run cmd to its end or its deadline: (its exit code, None if it was killed at the deadline;
+    its stdout; its stderr; the CPU seconds it and the processes it waited for used, as the kernel
+    counts them for os.wait4: the grading's kernel, checks and the student's programs, not the
+    brokers)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        hung = threading.Event()
+
+        def kill() -> None:
+            hung.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout_s, kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return None if hung.is_set() else code, out.read(), err.read(), usage.ru_utime + usage.ru_stime
+
+
 def run(case: Case, outdir: Path) -> Outcome:
     result = outdir / f"{case.lab}-{case.name}.json"
     cmd = [
@@ -133,31 +162,26 @@ def run(case: Case, outdir: Path) -> Outcome:
     # the notebook's limit, plus what the lab's checks may take (lab 9 runs a Spark job three times)
     hung_after = TOTAL_TIMEOUT_S + policy(case.lab).checks_budget_s
     start = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=hung_after)
-    except subprocess.TimeoutExpired:
-        return Outcome(
-            case,
-            {},
-            f"the grading did not end within {hung_after} s",
-            time.monotonic() - start,
-            99,
-            ["the grading hung"],
-        )
+    code, stdout, stderr, cpu = measured(cmd, hung_after)
     seconds = time.monotonic() - start
+    if code is None:
+        return Outcome(
+            case, {}, f"the grading did not end within {hung_after} s", seconds, 99, ["the grading hung"], cpu
+        )
     try:
         data = json.loads(result.read_text())
     except (OSError, ValueError):
-        return Outcome(case, {}, proc.stdout + proc.stderr, seconds, proc.returncode or 99, [])
+        return Outcome(case, {}, stdout + stderr, seconds, code or 99, [], cpu)
     scores = visible_scores(data)
     visible = "\n".join(t["output"] for t in data["tests"] if t.get("visibility") != "hidden")
     return Outcome(
         case,
         scores,
-        data["output"] + "\n" + visible + "\n" + proc.stdout,
+        data["output"] + "\n" + visible + "\n" + stdout,
         seconds,
-        proc.returncode,
+        code,
         after_grading(data),
+        cpu,
     )
 
 
@@ -168,20 +192,18 @@ def run_in_kernel(case: Case, outdir: Path) -> Outcome:
     cmd = [sys.executable, "-m", "staff.as_student", case.lab, str(case.notebook), "--json", str(result)]
     hung_after = TOTAL_TIMEOUT_S + policy(case.lab).checks_budget_s + 300
     start = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=hung_after)
-    except subprocess.TimeoutExpired:
-        return Outcome(
-            case, {}, f"the run did not end within {hung_after} s", time.monotonic() - start, 99, ["the run hung"]
-        )
+    code, stdout, stderr, cpu = measured(cmd, hung_after)
+    seconds = time.monotonic() - start
+    if code is None:
+        return Outcome(case, {}, f"the run did not end within {hung_after} s", seconds, 99, ["the run hung"], cpu)
     try:
         parts = json.loads(result.read_text())["parts"]
     except (OSError, ValueError, KeyError):
-        return Outcome(case, {}, proc.stdout + proc.stderr[-3000:], time.monotonic() - start, proc.returncode or 99, [])
+        return Outcome(case, {}, stdout + stderr[-3000:], seconds, code or 99, [], cpu)
     full = graded_parts(nbformat.read(SOLUTIONS / case.lab / f"{case.lab}.ipynb", as_version=4))
     scores = {label: full.get(label, 0.0) if p["passed"] else 0.0 for label, p in parts.items()}
     said = "\n".join(f"{label}: {'passed' if p['passed'] else p['said']}" for label, p in parts.items())
-    return Outcome(case, scores, said, time.monotonic() - start, proc.returncode, [])
+    return Outcome(case, scores, said, seconds, code, [], cpu)
 
 
 def after_grading(data: dict) -> list[str]:
@@ -350,58 +372,19 @@ class Report:
     changed: list[str]  # what went wrong across all gradings: course files, escapes, broker settings
 
 
-def run_pooled(todo: list, tmp: Path, jobs: int, runner=run) -> list:
-    """Grade the cases, `jobs` at a time; outcomes in the order of `todo`. A lab whose checks
-    policy sets gradings_at_once has at most that many of the slots at a time (lab 7 starts
-    clusters of its own, lab 9 two Spark drivers per grading); those labs' cases go first, as
-    the longest, and a free slot takes the next case whose lab has room."""
-    import threading
-    from collections import Counter
-
-    cap = {lab: policy(lab).gradings_at_once for lab in {c.lab for c in todo}}
-    pending = sorted(todo, key=lambda c: cap[c.lab] is None)
-    running: Counter = Counter()
-    results: dict[int, object] = {}
-    turn = threading.Condition()
-
-    def worker() -> None:
-        while True:
-            with turn:
-                while True:
-                    if not pending:
-                        return
-                    case = next((c for c in pending if (most := cap[c.lab]) is None or running[c.lab] < most), None)
-                    if case is not None:
-                        break
-                    turn.wait()
-                pending.remove(case)
-                running[case.lab] += 1
-            try:
-                results[id(case)] = runner(case, tmp)
-            except BaseException as e:  # reported below, by the main thread
-                results[id(case)] = e
-            finally:
-                with turn:
-                    running[case.lab] -= 1
-                    turn.notify_all()
-
-    workers = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, jobs))]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    for outcome in results.values():
-        if isinstance(outcome, BaseException):
-            raise outcome
-    return [results[id(c)] for c in todo]
-
-
 def grade_corpus(
-    selected: list[str], jobs: int = 2, corpus_dir: Path | None = None, only: list[str] | None = None, via: str = "cli"
+    selected: list[str],
+    cores: float | None = None,
+    corpus_dir: Path | None = None,
+    only: list[str] | None = None,
+    via: str = "cli",
+    log: Path | None = None,
 ) -> Report:
-    """Grade every case of the selected labs (the CLI: `jobs` at a time; or nbgrader), or run
-    each piece of student work as its student would, with the self-checks in the kernel
-    (via="kernel"), for the scores the grader must give it."""
+    """Grade every case of the selected labs (the CLI: as many at once as their costs fit in
+    `cores`, by default the machine's: autograder/pool.py; or nbgrader), or run each piece of
+    student work as its student would, with the self-checks in the kernel (via="kernel"), for the
+    scores the grader must give it. One line per grading as it ends, on stdout and in `log`."""
+    cores = cores or machine_cores()
     with tempfile.TemporaryDirectory(prefix="selftest-") as tmp_name:
         tmp = Path(tmp_name)
         todo = cases(selected, corpus_dir or tmp / "corpus", student_work if via == "kernel" else scenarios)
@@ -411,18 +394,23 @@ def grade_corpus(
             todo = [c for c in todo if any(o in c.name for o in only)]
         how = {
             "nbgrader": "through nbgrader autograde",
-            "kernel": f"as students run them, self-checks in their kernels, {jobs} at a time",
+            "kernel": f"as students run them, self-checks in their kernels, within {cores:g} cores",
         }
         print(
             f"selftest: {len(todo)} {'runs' if via == 'kernel' else 'gradings'} of {', '.join(selected)}, "
-            + how.get(via, f"{jobs} at a time"),
+            + how.get(via, f"as many at once as fit in {cores:g} cores"),
             flush=True,
         )
         digest, settings = course_digest(), broker_settings()
+        started, machine = time.monotonic(), psutil.cpu_times()
         if via == "nbgrader":
             outcomes = run_via_nbgrader(todo, tmp)
         else:
-            outcomes = run_pooled(todo, tmp, jobs, run_in_kernel if via == "kernel" else run)
+            runner = run_in_kernel if via == "kernel" else run
+            outcomes = run_by_cost(
+                todo, lambda c: runner(c, tmp), cores, lambda c: c.lab, lambda c, o: progress(c, o, log)
+            )
+        progress_total(outcomes, time.monotonic() - started, machine, log)
         changed = []
         if course_digest() != digest:
             changed.append("a file of the course (solutions/, labs/, autograder/, cluster/, ...) changed")
@@ -430,6 +418,35 @@ def grade_corpus(
         if broker_settings() != settings:
             changed.append("the brokers' settings changed")
     return Report(outcomes, changed)
+
+
+def progress(case: Case, outcome: Outcome | BaseException, log: Path | None) -> None:
+    """One line as a grading ends: its case, PASS/FAIL, seconds, CPU, score."""
+    if isinstance(outcome, BaseException):
+        line = f"{case.lab} {case.name}  ERROR  {type(outcome).__name__}: {outcome}"
+    else:
+        line = describe(outcome).splitlines()[0]
+    say(line, log)
+
+
+def progress_total(outcomes: list[Outcome], wall_s: float, before, log: Path | None) -> None:
+    """What the gradings cost together: wall time, their own CPU and the whole machine's."""
+    after = psutil.cpu_times()
+    busy = sum(getattr(after, f) - getattr(before, f) for f in ("user", "system", "nice", "irq", "softirq"))
+    own = sum(o.cpu_s for o in outcomes)
+    say(
+        f"selftest: {len(outcomes)} in {wall_s:.0f} s; their processes used {own:.0f} CPU s, "
+        f"the machine {busy:.0f} of {wall_s * machine_cores():.0f} (every process on it: the brokers, other tests)",
+        log,
+    )
+
+
+def say(line: str, log: Path | None) -> None:
+    print(line, flush=True)
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a") as f:
+            f.write(f"{time.strftime('%H:%M:%S')} {line}\n")
 
 
 def verdict(report: Report, lab: str, case: str) -> str | None:
@@ -445,7 +462,7 @@ def describe(o: Outcome, width: int = 0) -> str:
     got, want = sum(o.scores.values()), sum(o.case.expected.values())
     lines = [
         f"{o.case.lab + ' ' + o.case.name:<{width}}  {'PASS' if o.ok else 'FAIL'}  {o.seconds:5.1f}s  "
-        f"score {got:g} (expected {want:g})"
+        f"cpu {o.cpu_s:5.1f}s  score {got:g} (expected {want:g})"
     ]
     if not o.ok:
         wrong = {k: (o.scores.get(k), v) for k, v in o.case.expected.items() if o.scores.get(k) != v}
@@ -459,16 +476,16 @@ def describe(o: Outcome, width: int = 0) -> str:
 
 def selftest(
     labs: list[str] | None = None,
-    jobs: int = 2,
+    cores: float | None = None,
     write_corpus: str | None = None,
     only: list[str] | None = None,
     via: str = "cli",
 ) -> int:
     selected = labs or globals()["labs"]()
-    report = grade_corpus(selected, jobs, Path(write_corpus) if write_corpus else None, only, via)
-    width = max((len(f"{o.case.lab} {o.case.name}") for o in report.outcomes), default=0)
-    for o in report.outcomes:
-        print(describe(o, width))
+    report = grade_corpus(selected, cores, Path(write_corpus) if write_corpus else None, only, via)
+    for o in report.outcomes:  # each one's line was printed as it ended: here, what failed and why
+        if not o.ok:
+            print(describe(o))
     for problem in report.changed:
         print(f"AFTER ALL GRADINGS: {problem}")
     failed = sum(not o.ok for o in report.outcomes) + len(report.changed)

@@ -7,6 +7,12 @@ are the `heavy` layer, graded two at a time on a machine that does nothing else.
 whose every grading runs a cluster of its own, a Spark job and the faults between them, is a layer
 of its own (`capstone`, also marked heavy), so that neither layer outgrows half an hour."""
 
+from cluster.settings import ROOT
+
+# One line per self-test grading as it ends (case, seconds, CPU, score), every layer's: .ci/run
+# prints the slowest, so a CI log says where the time went.
+GRADINGS_LOG = ROOT / "build" / "gradings.log"
+
 HEAVY = {
     "lab9": "two Spark drivers a grading (the kernel's and the student's job, run three times)",
     "lab10": "a Spark driver in the kernel, which every part's check runs queries on",

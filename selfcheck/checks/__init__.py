@@ -264,7 +264,12 @@ class LabPolicy:
     checks_budget_s: float = 120  # its checks' time, all together (part of a grading's deadline)
     slowest_cell_s: float = 0  # its slowest cell, when longer than the grader's cell timeout
     sandbox_processes: int | None = None  # its sandbox's process limit, when other than the grader's
-    gradings_at_once: int | None = None  # the self-test grades at most this many of its submissions at once
+    # Cores one grading keeps busy on average, its own processes and the brokers' work for it
+    # (measured: the self-test's line per grading gives its processes' CPU seconds and wall time).
+    # The self-test and grade-all admit gradings while their cores fit the machine's
+    # (autograder/pool.py); gradings_at_once caps a lab further, for memory.
+    grading_cores: float = 0.35
+    gradings_at_once: int | None = None  # at most this many of its gradings at once (self-test, grade-all)
     own_cluster: bool = False  # its checks break a cluster of the grading's own (lab 7)
 
 

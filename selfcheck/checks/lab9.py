@@ -42,8 +42,9 @@ POLICY = LabPolicy(
     # threads and processes (its pids group's pids.peak), past the course's 256, where the job's
     # JVM died. Memory stays as it is, which holds both.
     sandbox_processes=768,
-    # The self-test grades at most two lab 9 submissions at once: two Spark drivers each, whose
-    # sandbox peaked at 1.3 GB (memory cgroup's max_usage), and a core while they run.
+    # At most two lab 9 gradings at once: two Spark drivers each, whose sandbox peaked at 1.3 GB
+    # (memory cgroup's max_usage), and a core while they run (1.14 cores measured alone).
+    grading_cores=1.0,
     gradings_at_once=2,
     slowest_cell_s=120,  # the set-up cell starts Spark: seconds alone, far more when loaded
     checks_budget_s=3 * JOB_DEADLINE_S + 300,  # the job's three runs and the other checks

@@ -24,8 +24,9 @@ Other kinds (`kind = ...`): "replace" (the cell's source becomes `new`), "before
 cell), "copy" (a copy of the cell found by `old`, inserted after `cell`), "answers" (every
 answer cell becomes `new`, with {grade_id} filled in). Code goes in TOML's literal strings
 ('...' and '''...'''), so it reads as it runs. Code that several scenarios of a lab share
-is written once in the file's `[code]` table and named by `new = {code = "name"}`; `new`
-and `old` may also be a list of such pieces and strings, joined.
+is written once in the file's `[code]` table and named by `new = {code = "name"}`; a large
+text is made when the file loads, `{repeat = "0", times = 9437184}` (an attack's 9 MiB padding
+costs nothing to parse); `new` and `old` may also be a list of such pieces and strings, joined.
 """
 
 from __future__ import annotations
@@ -151,7 +152,11 @@ def load(path: Path) -> dict[str, tuple[Scenario, ...]]:
         pieces = value if isinstance(value, list) else [value]
         out = []
         for piece in pieces:
-            if isinstance(piece, dict):
+            if isinstance(piece, dict) and set(piece) == {"repeat", "times"}:
+                if not isinstance(piece["repeat"], str) or not isinstance(piece["times"], int) or piece["times"] < 0:
+                    raise CorpusError(f"{where}: {piece!r}: repeat is text, times a count")
+                piece = piece["repeat"] * piece["times"]
+            elif isinstance(piece, dict):
                 if set(piece) != {"code"} or piece["code"] not in code:
                     raise CorpusError(f"{where}: {piece!r} names no code of [code] (it has {sorted(code)})")
                 used.add(piece["code"])

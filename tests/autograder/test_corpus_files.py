@@ -24,7 +24,7 @@ fails = ["lab1-q1"]
 [[scenario.edit]]
 cell = "lab1-increase"
 kind = "after"
-new = [{code = "loop"}, "print('never')"]
+new = [{code = "loop"}, "print('never')", {repeat = "0", times = 3}]
 
 [[attack]]
 name = "copies"
@@ -47,7 +47,7 @@ def test_a_file_gives_its_scenarios_with_code_pieces_joined(tmp_path):
     groups = load(corpus(tmp_path, GOOD))
     (loops,) = groups["scenario"]
     assert (loops.lab, loops.fails, loops.base) == ("lab1", frozenset({"lab1-q1"}), "solution")
-    assert loops.edits[0].new == "while True:\n    pass\nprint('never')"
+    assert loops.edits[0].new == "while True:\n    pass\nprint('never')000"
     assert [a.name for a in groups["attack"]] == ["copies"] and groups["shortcut"] == ()
     assert groups["attack"][0].edits[0].kind == "copy"
 
@@ -59,8 +59,9 @@ def test_a_file_gives_its_scenarios_with_code_pieces_joined(tmp_path):
         (('kind = "after"', 'kind = "afer"'), "kind 'afer'"),
         (('{code = "loop"}', '{code = "lop"}'), "names no code of [code] (it has ['loop'])"),
         (("[[attack]]", "[[attacks]]"), "unknown tables ['attacks']"),
+        (("times = 3", "times = -3"), "repeat is text, times a count"),
         (
-            ('new = [{code = "loop"}, "print(\'never\')"]', "new = \"print('never')\""),
+            ('new = [{code = "loop"}, "print(\'never\')", {repeat = "0", times = 3}]', "new = \"print('never')\""),
             "['loop'] is used by no scenario",
         ),
         (('name = "loops"', 'name = "loops'), "not valid TOML"),

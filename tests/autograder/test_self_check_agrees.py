@@ -7,7 +7,7 @@ all of the corpus's student work this way (see the README, "Honest scoring")."""
 
 import pytest
 
-from layers import heavy
+from layers import GRADINGS_LOG, heavy
 from staff.selftest import grade_corpus, labs, verdict
 
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.slow]
@@ -27,7 +27,9 @@ assert {lab for lab, _ in CASES} == {lab for lab in labs() if not heavy(lab)}, "
 
 @pytest.fixture(scope="module")
 def report(cluster):
-    return grade_corpus(sorted({lab for lab, _ in CASES}), jobs=3, only=[name for _, name in CASES], via="kernel")
+    return grade_corpus(
+        sorted({lab for lab, _ in CASES}), only=[name for _, name in CASES], via="kernel", log=GRADINGS_LOG
+    )
 
 
 @pytest.mark.parametrize("lab,case", CASES, ids=[f"{lab}-{case}" for lab, case in CASES])

@@ -6,7 +6,7 @@ Spark have their own module, test_selftest_heavy.py (the `heavy` layer)."""
 
 import pytest
 
-from layers import heavy
+from layers import GRADINGS_LOG, heavy
 from staff.selftest import case_names, grade_corpus, labs, verdict
 
 LABS = [lab for lab in labs() if not heavy(lab)]
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.timeout(2400), pytest.mark.slow]
 def report(cluster):
     # Gradings mostly wait (kernels, polls, groups, crashes, cell deadlines): on 2 cores six at a
     # time used about half the CPU and took 6m47s for 93 gradings, three at a time 10m53s.
-    return grade_corpus(LABS, jobs=6)
+    return grade_corpus(LABS, log=GRADINGS_LOG)
 
 
 @pytest.mark.parametrize("lab,case", CASES, ids=[f"{lab}-{case}" for lab, case in CASES])

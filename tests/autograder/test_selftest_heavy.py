@@ -7,7 +7,7 @@ test_selftest.py: every case its exact score, nothing left behind."""
 
 import pytest
 
-from layers import capstone, heavy
+from layers import GRADINGS_LOG, capstone, heavy
 from staff.selftest import case_names, grade_corpus, labs, verdict
 
 pytestmark = [pytest.mark.timeout(3000), pytest.mark.slow, pytest.mark.heavy]
@@ -17,7 +17,7 @@ LABS = [lab for lab in labs() if heavy(lab) and not capstone(lab)]
 
 @pytest.fixture(scope="module")
 def report(cluster):
-    return grade_corpus(LABS, jobs=2)
+    return grade_corpus(LABS, log=GRADINGS_LOG)
 
 
 @pytest.mark.parametrize("lab,case", case_names(LABS), ids=[f"{lab}-{case}" for lab, case in case_names(LABS)])
