@@ -86,3 +86,33 @@ def test_no_grader_or_staff_file_reaches_a_student(tmp_path):
     built = kit.build(tmp_path / "kit")
     tops = {f.split("/")[0] for f in kit.files(built)}
     assert not tops & {*GRADER, *STAFF}, tops
+
+
+def other_labs_imported(path: Path) -> set[str]:
+    """The other labs' check modules a lab's checks module imports: relative (`from .lab7 import`)
+    or absolute, in statements or in strings for the kernel."""
+    own = path.stem
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found.add((node.module or "").split(".")[0])
+            found.update(a.name for a in node.names if not node.module)
+    found |= {m.split(".")[2] for m in imported(path) if m.startswith("selfcheck.checks.") and m.count(".") >= 2}
+    return {m.split(":")[0] for m in found if m.split(":")[0].startswith("lab") and m.split(":")[0] != own}
+
+
+def test_each_labs_checks_stand_alone():
+    """What several labs' checks share lives in shared modules beside them (flights.py, spark_labs.py,
+    own_cluster.py, kafka_state.py, scripts.py), so a lab can be changed, or a new one added,
+    without reading another lab's checks."""
+    found = {p.name: other_labs_imported(p) for p in sorted((ROOT / "selfcheck" / "checks").glob("lab*.py"))}
+    assert len(found) >= 13 and {name: labs for name, labs in found.items() if labs} == {}
+
+
+def test_a_lab_importing_another_is_caught(tmp_path):
+    planted = tmp_path / "lab20.py"
+    planted.write_text(
+        "from .lab7 import retried\nfrom . import lab9\nX = \"__import__('selfcheck.checks.lab12', fromlist=['_'])\"\n"
+        "Y = \"__import__('selfcheck.checks.lab20', fromlist=['_'])\"\n"
+    )
+    assert other_labs_imported(planted) == {"lab7", "lab9", "lab12"}

@@ -19,12 +19,9 @@ from pathlib import Path
 
 from . import CheckFailed, Context, check, expect, in_sandbox, prediction, prediction_feedback
 from .kafka_state import graders_topic
-from .lab9 import (
+from .flights import (
     FAKE_CARRIER,
-    MAX_OUTPUT_ROWS,
-    POLICY as LAB9_POLICY,
     SCHEMA,
-    SPARK_VALUE_S,
     TIME_FORMAT,
     WINDOW,
     close,
@@ -32,15 +29,15 @@ from .lab9 import (
     graders_flights,
     hour_of,
     iso,
-    no_links,
     send,
     when,
 )
+from .spark_labs import MAX_OUTPUT_ROWS, SPARK_POLICY, SPARK_VALUE_S, no_links
 
-# One Spark driver a grading (the kernel's: every part runs its queries there), with lab 9's
+# One Spark driver a grading (the kernel's: every part runs its queries there), with the Spark labs'
 # room for threads and memory; no job script, so the checks need less time.
-POLICY = replace(LAB9_POLICY, checks_budget_s=3 * SPARK_VALUE_S + 120)
-LAB9 = "__import__('selfcheck.checks.lab9', fromlist=['_'])"  # lab 9's checks module, in the kernel
+POLICY = replace(SPARK_POLICY, checks_budget_s=3 * SPARK_VALUE_S + 120)
+FLIGHTS = "__import__('selfcheck.checks.flights', fromlist=['_'])"  # the grader's flights, in the kernel
 IN_KERNEL = "__import__('selfcheck.checks.lab10', fromlist=['_'])"  # this module, in the student's kernel
 IN_SANDBOX = ("sqlite_rows", "sqlite_clear", "sqlite_insert")  # they open the student's SQLite file
 
@@ -119,7 +116,7 @@ def joins_airline_names(ctx: Context) -> str:
     topic = flights_topic(ctx, events)
     table = graders_names(ctx, events)
     names = f"{IN_KERNEL}.names_table({table!r})"
-    parsed = f"{LAB9}.reference_flights({topic!r})"
+    parsed = f"{FLIGHTS}.reference_flights({topic!r})"
     rows = ctx.sub.value(
         f"[(r['id'], r['name']) for r in with_airline({parsed}, {names}).collect()]", timeout=SPARK_VALUE_S
     )

@@ -23,7 +23,7 @@ from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, LabPolicy, check, expect, prediction, prediction_feedback
 from .kafka_state import end_offsets, graders_topic, read_all, short_name
-from .lab9 import FAKE_CARRIER, graders_flights
+from .flights import FAKE_CARRIER, graders_flights
 from .scripts import ScriptRun, start, stop
 
 COUNTS_SCRIPT = "carrier_counts.py"

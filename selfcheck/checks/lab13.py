@@ -67,7 +67,7 @@ from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, LabPolicy, check, expect
 from .kafka_state import read_all, short_name
-from .lab7 import BROKERS, all_up, cluster_of, described, partitions, retried, stop_one, wait_until
+from .own_cluster import BROKERS, all_up, cluster_of, described, partitions, retried, stop_one, wait_until
 from .scripts import ScriptRun, start, stop, wait
 
 SETUP, PRODUCER, JOB = "board_setup.py", "board_producer.py", "board_job.py"

@@ -32,85 +32,25 @@ from . import (
     prediction,
     prediction_feedback,
 )
+from .own_cluster import (
+    BROKERS,
+    POLL_S,
+    all_up,
+    cluster_of,
+    partitions,
+    retried,
+    stop_one,
+    wait_until,
+)
 from .scripts import start, stop, wait
 
 # Its checks break a cluster of the grading's own. The self-test grades at most two lab 7
 # submissions at once (three more JVMs each): six at once would be 18 brokers on 2 cores.
 POLICY = LabPolicy(own_cluster=True, gradings_at_once=2)
-BROKERS = (1, 2, 3)
-STATE_WAIT_S = 30  # for leaders and ISRs to settle after a broker stops, dies or returns
 ACK_WAIT_S = 30  # for the student's producer to acknowledge what it was given
 REFUSAL_WINDOW_S = 3  # how long an acks=all producer's writes are watched being refused
 CONSUMER_WAIT_S = 45
-POLL_S = 0.2
 ACKED = re.compile(r"^acked (\S+)\s*$", re.M)
-
-
-# --- the grading's own cluster ----------------------------------------------------------------
-def cluster_of(ctx: Context):
-    expect(
-        ctx.own is not None and ctx.own.cluster is not None,
-        "lab 7 is checked on a cluster of its own",
-        hint="Run the notebook's first cell: it starts your own cluster.",
-    )
-    return ctx.own.cluster
-
-
-def admin(ctx: Context):
-    """The cluster's admin (a super user): the checks' view of the truth. One per check: a
-    kafka-python admin client keeps asking the controller it first knew, and lab 7 kills those."""
-    key = f"lab7-admin-{ctx.label}"
-    if key not in ctx.scratch:
-        ctx.scratch[key] = cluster_of(ctx).admin(request_timeout_ms=15_000)
-        ctx.cleanup.append(lambda: ctx.scratch.pop(key).close() if key in ctx.scratch else None)
-    return ctx.scratch[key]
-
-
-def retried(ctx: Context, action, what: str, timeout: float = STATE_WAIT_S):
-    """action(admin), again with a new admin client while it fails (a broker the client knew
-    has just died or come back); TopicAlreadyExists on a retried creation is success."""
-    from kafka.errors import TopicAlreadyExistsError
-
-    deadline, tried = time.monotonic() + timeout, False
-    while True:
-        try:
-            return action(admin(ctx))
-        except TopicAlreadyExistsError:
-            if tried:
-                return None
-            raise
-        except Exception as e:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the grading's cluster: {what} failed for {timeout:.0f} s ({e!r})") from None
-            old = ctx.scratch.pop(f"lab7-admin-{ctx.label}", None)
-            if old is not None:
-                old.close()
-            tried = True
-            time.sleep(POLL_S * 2)
-
-
-def wait_until(probe, what: str, timeout: float = STATE_WAIT_S):
-    """probe() until it returns something true; a grader's problem (not the student's) if never."""
-    # any error: a broker that just died or came back, ask again
-    waited = wait_for(probe, timeout_s=timeout, every_s=POLL_S, retry_on=(Exception,))
-    if not waited:
-        raise RuntimeError(f"the grading's cluster: {what} did not happen within {timeout:.0f} s (last: {waited.last})")
-    return waited.last
-
-
-def described(ctx: Context, topic: str) -> dict:
-    """The topic as the cluster's metadata says: its partitions, each with its leader, replicas and
-    in-sync replicas (kafka-python's describe_topics), asked again while a broker dies or comes back."""
-    return retried(ctx, lambda a: a.describe_topics([topic])[0], f"describing {topic}")
-
-
-def partitions(ctx: Context, topic: str) -> dict[int, tuple[int | None, frozenset]]:
-    """partition -> (leader or None, in-sync replicas), as the cluster's metadata says."""
-    desc = described(ctx, topic)
-    return {
-        p["partition_index"]: (p["leader_id"] if p["leader_id"] >= 0 else None, frozenset(p["isr_nodes"]))
-        for p in desc["partitions"]
-    }
 
 
 def new_topic(
@@ -175,28 +115,6 @@ def set_min_insync(ctx: Context, topic: str, n: int) -> None:
         return want in str(res)
 
     wait_until(applied, f"min.insync.replicas={n} on {topic}")
-
-
-def down(ctx: Context) -> set[int]:
-    return {b for b in BROKERS if cluster_of(ctx).nodes[b].process() is None}
-
-
-def all_up(ctx: Context) -> None:
-    """Every broker running and listed (a check that stopped or killed one starts it again)."""
-    for b in sorted(down(ctx)):
-        cluster_of(ctx).start_broker(b)
-
-
-def stop_one(ctx: Context, broker: int, kill: bool = False) -> None:
-    """Stop (or kill) a broker and wait until the cluster has moved its leaderships and taken
-    it out of every in-sync replica set."""
-    from cluster.brokers import live_brokers
-
-    (cluster_of(ctx).kill_broker if kill else cluster_of(ctx).stop_broker)(broker)
-    wait_until(
-        lambda: broker not in retried(ctx, live_brokers, "listing the live brokers"),
-        f"broker {broker} leaving the live brokers",
-    )
 
 
 def settled_without(ctx: Context, topic: str, broker: int) -> dict:

@@ -1,7 +1,7 @@
 """Lab 9, streaming ETL with Spark: values parsed with a schema, hourly delays per airport in
 event-time windows, and a streaming job that the grader crashes, restarts and feeds late events,
 whose Parquet output must equal the grader's truth exactly (no loss, no duplicates). Lab 10's
-checks (joins, foreachBatch) build on this module's flights and helpers.
+checks (joins, foreachBatch) use the same flights (flights.py) and Spark helpers (spark_labs.py).
 
 Every check reads flights the grader wrote itself: a seeded day of January (not the day the
 notebook uses) with flights of a made-up carrier mixed in, so answers worked out from the public
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
@@ -20,40 +21,35 @@ from cluster.safe_files import kind, list_dir, make_dirs, remove
 from . import (
     CheckFailed,
     Context,
-    LabPolicy,
     check,
     expect,
     in_sandbox,
     predicted_booleans,
     prediction_feedback,
 )
-from .kafka_state import graders_topic, read_all, short_name
+from .flights import (
+    FAKE_CARRIER,
+    WINDOW,
+    close,
+    flights_topic,
+    graders_flights,
+    hour_of,
+    iso,
+    send,
+    when,
+)
+from .kafka_state import read_all, short_name
+from .spark_labs import MAX_OUTPUT_ROWS, SPARK_POLICY, SPARK_VALUE_S, no_links
 from .scripts import read_student_file, start, stop, wait
 
 JOB_SCRIPT = "delays_job.py"
 OUTPUT, CHECKPOINT = "hourly", "hourly-checkpoint"  # the job's folders, in the notebook's folder
 WATERMARK = timedelta(minutes=30)
-WINDOW = timedelta(hours=1)
-FAKE_CARRIER = "ZZ"  # no such airline: its flights exist only on the grader's topics
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 JOB_DEADLINE_S = 120  # one run of the job (Spark's start included)
-POLICY = LabPolicy(
-    # Two Spark drivers at once (the kernel's and the job's): a grading's sandbox peaked at 306
-    # threads and processes (its pids group's pids.peak), past the course's 256, where the job's
-    # JVM died. Memory stays as it is, which holds both.
-    sandbox_processes=768,
-    # At most two lab 9 gradings at once: two Spark drivers each, whose sandbox peaked at 1.3 GB
-    # (memory cgroup's max_usage), and a core while they run (1.14 cores measured alone).
-    grading_cores=1.0,
-    gradings_at_once=2,
-    slowest_cell_s=120,  # the set-up cell starts Spark: seconds alone, far more when loaded
-    checks_budget_s=3 * JOB_DEADLINE_S + 300,  # the job's three runs and the other checks
-)
-SPARK_VALUE_S = 120  # a value the grader reads by running a Spark job in the kernel
+POLICY = replace(SPARK_POLICY, checks_budget_s=3 * JOB_DEADLINE_S + 300)  # the job's three runs and the other checks
 # What in_sandbox.call runs in the grading's sandbox: these open the student's files (Parquet
 # parts) with plain file APIs, where a link reaches only what the sandbox shows.
 IN_SANDBOX = ("output_rows", "committed_files")
-MAX_OUTPUT_ROWS = 100_000  # of the job's output (or lab 10's table), read by the grader (a day holds a few hundred)
 SPARK_FOOTER = {b"org.apache.spark.version", b"org.apache.spark.sql.parquet.row.metadata"}
 SPARK_DRIVER = "org.apache.spark.deploy.SparkSubmit"  # the JVM pyspark starts for a session
 
@@ -72,82 +68,8 @@ def utc_text(value, naive_is_local: bool) -> str:
     return str(value)
 
 
-def iso(t: datetime) -> str:
-    return t.strftime(TIME_FORMAT)
-
-
-def when(event: dict) -> datetime:
-    return datetime.strptime(event["dep_time"], TIME_FORMAT)
-
-
-def hour_of(t: datetime) -> datetime:
-    return t.replace(minute=0, second=0)
-
-
-def graders_flights(ctx: Context, cut_hour: int | None = None) -> list[dict]:
-    """A seeded day of January 2013 (2-31; the notebook uses day 1) plus made-up flights of
-    FAKE_CARRIER at seeded moments and delays, in event-time order."""
-    from cluster.lab import departures
-
-    day = ctx.rng.randrange(2, 32)
-    events = departures(day=day)
-    start_t, end_t = when(events[0]), when(events[-1])
-    numbers = ctx.rng.sample(range(1000, 10000), 12)  # distinct: lab10-q2 keys its rows by id
-    for i in range(12):
-        at = start_t + timedelta(minutes=ctx.rng.randrange(int((end_t - start_t).total_seconds() // 60)))
-        origin = ctx.rng.choice(["EWR", "JFK", "LGA"])
-        events.append(
-            {
-                "id": f"2013-01-{day:02d} {FAKE_CARRIER}{numbers[i]} {origin}",
-                "carrier": FAKE_CARRIER,
-                "origin": origin,
-                "dest": "ORD",
-                "tailnum": None,
-                "dep_delay": ctx.rng.randrange(-15, 300),
-                "dep_time": iso(at),
-            }
-        )
-    return sorted(events, key=lambda e: e["dep_time"])
-
-
-def send(ctx: Context, topic: str, events: list[dict]) -> None:
-    from kafka import KafkaProducer
-
-    with KafkaProducer(**ctx.kafka, acks="all") as producer:
-        for e in events:
-            producer.send(topic, key=e["origin"].encode(), value=json.dumps(e).encode())
-        producer.flush(30)
-
-
-def flights_topic(ctx: Context, events: list[dict], partitions: int = 3) -> str:
-    """The grader's topic of flights (read-only for the student's code), filled with events.
-    Kept forever: the records' own timestamps are recent, but retention is no worry either way."""
-    topic = graders_topic(ctx, "flights", partitions, retention_ms="-1")
-    send(ctx, topic, events)
-    return topic
-
-
 KERNEL_SPARK = "__import__('cluster.spark', fromlist=['spark_session'])"
 IN_KERNEL = "__import__('selfcheck.checks.lab9', fromlist=['_'])"  # this module, in the student's kernel
-SCHEMA = "id STRING, carrier STRING, origin STRING, dest STRING, tailnum STRING, dep_delay INT, dep_time TIMESTAMP"
-
-
-def reference_flights(topic: str):
-    """Run in the student's kernel by lab9-q2: the topic's flights as a DataFrame, its rows
-    parsed here in plain Python (not with the lab's Spark answer), so that q2 does not hang on
-    parse()."""
-    from cluster.clients import bootstrap_servers, connection, namespace
-    from cluster.lab import Lab
-    from cluster.spark import spark_session
-
-    rows = []
-    for record in Lab("lab9", bootstrap_servers(), namespace(), connection()).read(topic):
-        e = json.loads(record.value)
-        # aware (UTC): PySpark would read a naive datetime as the machine's local time
-        rows.append(
-            (e["id"], e["carrier"], e["origin"], e["dest"], e["tailnum"], e["dep_delay"], when(e).replace(tzinfo=UTC))
-        )
-    return spark_session().createDataFrame(rows, SCHEMA)
 
 
 def batch_read(topic: str) -> str:
@@ -202,10 +124,6 @@ def hourly_truth(events: list[dict]) -> dict[tuple[str, str], tuple[int, float]]
         t = when(e)
         groups[(str(t.replace(minute=0, second=0)), e["origin"])].append(e["dep_delay"])
     return {k: (len(v), sum(v) / len(v)) for k, v in groups.items()}
-
-
-def close(a: float, b: float) -> bool:
-    return abs(a - b) <= 1e-6 * max(1.0, abs(b))
 
 
 def compare_hourly(found: list[tuple], truth: dict, required: set, what: str, hint: str) -> None:
@@ -405,17 +323,6 @@ def output_rows(where: str | Path) -> list[tuple]:
             hint="Write one row per hour and airport.",
         )
     return rows
-
-
-def no_links(workdir: Path, *names: str) -> None:
-    """The grader acts on these paths in the notebook's folder: none may be a link (the grader
-    follows none; cluster.safe_files refuses them too, this says so in the student's words)."""
-    for name in names:
-        expect(
-            not (Path(workdir) / name).is_symlink(),
-            f"{name} is a symbolic link",
-            hint="Let Spark create its folders; the grader follows no links out of your folder.",
-        )
 
 
 def checkpoint_entry(checkpoint: Path, log: str, batch: int, line: int) -> dict | None:
