@@ -1,6 +1,6 @@
 """Run a notebook in a fresh kernel inside a sandbox, with limits, and read values out of it.
 
-The kernel is a bubblewrap sandbox (autograder/sandbox.py) that jupyter_client starts from
+The kernel is a bubblewrap sandbox (autograder/sandbox/) that jupyter_client starts from
 a kernel spec of our own. Limits are enforced from outside the kernel, where the student's
 code cannot reach them:
 - a cell past its time limit is interrupted (SIGINT); one that ignores the interrupt is

@@ -406,7 +406,7 @@ def test_on_cgroup_v1_a_grading_gets_a_group_per_controller_holding_both_bounds(
 def test_a_folder_named_like_a_v1_controller_is_not_taken_for_one(tmp_path, monkeypatch):
     """On a v2 machine /sys/fs/cgroup/pids/kafka-course/<name> would be a v2 group named "pids" that
     bounds nothing: a v1 controller counts only where one is mounted."""
-    monkeypatch.setattr("autograder.sandbox.hierarchy", lambda root: "v1")
+    monkeypatch.setattr("autograder.sandbox.cgroups.hierarchy", lambda root: "v1")
     (tmp_path / "pids").mkdir()
     cgroups = Cgroups("g1", Limits(), root=tmp_path)
     assert (cgroups.dirs, cgroups.prefix(), cgroups.missing()) == ([], [], ["memory", "pids"])
@@ -477,7 +477,7 @@ def test_the_v2_limits_are_written_where_the_kernel_shows_the_controllers(tmp_pa
     """A folder laid out as a v2 kernel shows a delegated group once memory and pids are enabled
     for its children: this machine's v2 hierarchy has neither (v1 holds them), so the limits'
     writes are checked here; on a v2 machine the tests above check them against the kernel."""
-    monkeypatch.setattr("autograder.sandbox.hierarchy", lambda root: "v2")  # a folder is no cgroup2 mount
+    monkeypatch.setattr("autograder.sandbox.cgroups.hierarchy", lambda root: "v2")  # a folder is no cgroup2 mount
     parent, group = tmp_path / "delegated", tmp_path / "delegated" / "kafka-course-g1"
     group.mkdir(parents=True)
     for name, text in {
@@ -509,7 +509,7 @@ def test_the_v2_limits_are_written_where_the_kernel_shows_the_controllers(tmp_pa
 
 def test_without_a_writable_v2_group_a_systemd_scope_bounds_each_sandbox_where_systemd_runs(tmp_path, monkeypatch):
     """tmp_path as a v2 hierarchy in which the grader's own group is not there to write."""
-    monkeypatch.setattr("autograder.sandbox.hierarchy", lambda root: "v2")
+    monkeypatch.setattr("autograder.sandbox.cgroups.hierarchy", lambda root: "v2")
     limits = Limits(memory_mb=300, processes=30)
     cgroups = Cgroups("g1", limits, root=tmp_path)
     own = tmp_path / own_v2_group().lstrip("/")
