@@ -185,6 +185,10 @@ def main(argv=None) -> None:
         timer.daemon = True
         timer.start()
     sys.argv = [a.script, *a.args]
+    # As `python script.py` would: the script's folder first, for the modules beside it. Only now,
+    # with the harness loaded: the grader starts it with -P, so nothing in the working folder can
+    # stand in for the harness or what it patches.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(a.script)))
     runpy.run_path(a.script, run_name="__main__")
 
 

@@ -116,3 +116,20 @@ def test_a_lab_importing_another_is_caught(tmp_path):
         "Y = \"__import__('selfcheck.checks.lab20', fromlist=['_'])\"\n"
     )
     assert other_labs_imported(planted) == {"lab7", "lab9", "lab12"}
+
+
+def test_every_function_the_checks_call_in_the_kernel_exists():
+    """A check calls the grader's helpers in the student's kernel through strings
+    (`IN_KERNEL = "__import__('selfcheck.checks.lab9', ...)"`, then f"{IN_KERNEL}.utc_text(...)"):
+    no linter sees those names, so a helper moved to another module must be found here."""
+    import importlib
+    import re
+
+    missing = []
+    for path in sorted((ROOT / "selfcheck" / "checks").glob("*.py")):
+        text = path.read_text()
+        modules = dict(re.findall(r"^([A-Z_0-9]+) = \"__import__\('([\w.]+)'", text, re.M))
+        for var, name in re.findall(r"\{([A-Z_0-9]+)\}\.([a-z_]\w*)", text):
+            if var in modules and not hasattr(importlib.import_module(modules[var]), name):
+                missing.append(f"{path.name}: {var} ({modules[var]}) has no {name}")
+    assert missing == []

@@ -1,21 +1,30 @@
 """Run a script the student wrote (with %%writefile) as separate processes, the way it would
 run in production: each in a grading sandbox of its own, with deadlines, and killed if it
 overstays. A planned crash "after S seconds" is a SIGKILL of the whole sandbox from here,
-so the script cannot see it coming or defuse it."""
+so the script cannot see it coming or defuse it.
+
+What runs is the grader's own copy of the student's Python files (`frozen`): taken file by file
+the first time a check runs a script, read-only, and used by every later run and judgement of
+the grading, whatever the kernel writes afterwards (a change is noted for staff). Each run is an
+isolated interpreter (`-P`: the working folder is not on its path until the harness, loaded from
+the course, puts the copy there) with a HOME and TMPDIR of its own, new and empty."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cluster.safe_files import RefusedPath, read_bytes, tail_text
+from cluster.safe_files import RefusedPath, kind, list_dir, read_bytes, tail_text
 from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, expect
@@ -24,6 +33,8 @@ SCRIPT_DEADLINE_S = 90
 MAX_LOG_CHARS = 200_000  # of a script's output, kept for messages
 CRASHED = -signal.SIGKILL  # the exit status of a run the grader (or the harness) killed
 SANDBOX_KILLED = 128 + signal.SIGKILL  # bwrap's exit status when the program inside died of SIGKILL
+MAX_FROZEN_FILES = 64  # top-level Python files of the notebook's folder the grader copies
+MAX_FROZEN_BYTES = 2 * 2**20  # each (a script and the modules it imports are kilobytes)
 
 
 @dataclass
@@ -57,10 +68,84 @@ def read_student_file(root: Path, relative: str | Path, limit: int = 16 * 2**20)
     return None if data is None else data.decode(errors="replace")
 
 
+@dataclass
+class Frozen:
+    """The grading's copy of the student's Python files: name -> sha256 of what was copied."""
+
+    folder: Path
+    digests: dict[str, str] = field(default_factory=dict)
+    changed: set[str] = field(default_factory=set)  # names the kernel rewrote after the copy
+
+    def digest(self) -> str:
+        """One digest of the whole copy."""
+        return hashlib.sha256("\0".join(f"{n}\0{d}" for n, d in sorted(self.digests.items())).encode()).hexdigest()
+
+
+def grader_folder(ctx: Context, prefix: str) -> Path:
+    """A new folder of the grader's (in its private folder when grading; a temporary one in a
+    self-check), removed when the grading ends."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=ctx.private_dir))
+    folder.chmod(0o755)
+    ctx.cleanup.append(lambda: shutil.rmtree(folder, ignore_errors=True))
+    return folder
+
+
+def frozen(ctx: Context) -> Frozen:
+    """The grader's copy of every top-level Python file of the notebook's folder (the scripts
+    and the modules they import), added to once per file: a file is copied the first time a
+    check runs a script while it exists, and that copy is what every run uses from then on.
+    Read through the safe reader (no links, no pipes, bounded). In a self-check (a new Context
+    per check), the files as they are now."""
+    copy: Frozen | None = ctx.scratch.get("frozen-scripts")
+    if copy is None:
+        copy = ctx.scratch["frozen-scripts"] = Frozen(grader_folder(ctx, "scripts-"))
+    names = [n for n in list_dir(ctx.workdir) or () if n.endswith(".py")]
+    for name in names[:MAX_FROZEN_FILES]:
+        if kind(ctx.workdir, name) != "file":
+            continue
+        data = read_student_file(ctx.workdir, name, MAX_FROZEN_BYTES)
+        if data is None:
+            continue
+        digest = hashlib.sha256(data.encode()).hexdigest()
+        if name not in copy.digests:
+            target = copy.folder / name
+            target.write_text(data)  # grader-only: a folder of the grader's
+            target.chmod(0o444)
+            copy.digests[name] = digest
+        elif copy.digests[name] != digest and name not in copy.changed:
+            copy.changed.add(name)
+            if ctx.staff is not None:
+                ctx.staff.append(
+                    f"{name} changed after the grader copied it ({ctx.label}): the copy was run and judged"
+                )
+    return copy
+
+
+def run_folder(ctx: Context, workdir: Path, sandbox) -> Path:
+    """A new, empty folder for one run's HOME and TMPDIR, inside the folder it runs in (so a file
+    written in TMPDIR can be renamed into place there: one file system, one mount), under a name
+    nothing could have planted; the sandbox's user owns it (the user method)."""
+    import secrets
+
+    from cluster.safe_files import make_dirs, remove
+
+    name = f".run-{secrets.token_hex(6)}"
+    folder = make_dirs(workdir, name, exclusive=True)
+    if sandbox is not None and sandbox.user is not None:
+        os.chown(folder, sandbox.user, sandbox.user)
+    ctx.cleanup.append(lambda: remove(workdir, name))
+    return folder
+
+
 def script_path(ctx: Context, name: str) -> Path:
-    path = ctx.workdir / name
-    expect(path.exists(), f"{name} does not exist in the notebook's folder", hint=f"Run the %%writefile {name} cell.")
-    return path
+    """The grader's copy of the student's script `name`."""
+    copy = frozen(ctx)
+    expect(
+        name in copy.digests,
+        f"{name} does not exist in the notebook's folder",
+        hint=f"Run the %%writefile {name} cell.",
+    )
+    return copy.folder / name
 
 
 def start(
@@ -72,27 +157,47 @@ def start(
     harness: Sequence[str] = (),
     tag: str = "",
     stdin: bool = False,
+    elsewhere: bool = False,
 ) -> ScriptRun:
-    """Start `python -m selfcheck.harness [harness options] <name> args...` in the notebook's
-    folder (see selfcheck/harness.py for the crashes it plans)."""
+    """Start `python -P -m selfcheck.harness [harness options] <the grader's copy of name> args...`
+    in the notebook's folder (see selfcheck/harness.py for the crashes it plans), with a new,
+    empty HOME and TMPDIR. elsewhere=True: as on another machine, in a new empty folder of the
+    grader's instead of the notebook's (nothing an earlier run wrote is there)."""
     script = script_path(ctx, name)
-    cmd = [sys.executable, "-m", "selfcheck.harness", *harness]
+    cmd = [sys.executable, "-P", "-m", "selfcheck.harness", *harness]
     if crash_on_write:
         cmd += ["--crash-on-write", crash_on_write]
     cmd += [str(script), *args]
+    from cluster.settings import jars_cache
+
+    workdir = grader_folder(ctx, "elsewhere-") if elsewhere else ctx.workdir
+    sandbox = ctx.sandbox
+    if sandbox is not None and elsewhere:
+        sandbox = replace(sandbox.with_writable(workdir), workdir=workdir)
+    fresh = run_folder(ctx, workdir, sandbox)
     # The kernel's environment when grading (the grading's Kafka login included); the student's
-    # own in a self-check.
-    # Unbuffered: what the script printed before the grader stopped it is in its log.
-    env = dict(ctx.env or os.environ, LAB_NAMESPACE=ctx.namespace, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    # own in a self-check. Unbuffered: what the script printed before the grader stopped it is in
+    # its log. The jars' cache is named, so a new HOME does not hide it.
+    env = dict(
+        ctx.env or os.environ,
+        LAB_NAMESPACE=ctx.namespace,
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        HOME=str(fresh),
+        TMPDIR=str(fresh),
+        MPLCONFIGDIR=str(fresh),
+        IPYTHONDIR=str(fresh / ".ipython"),
+    )
+    env.setdefault("COURSE_JARS_CACHE", str(jars_cache()))
     # The log lives in the grader's own folder, out of the sandbox's reach (a link planted in
     # the working folder would otherwise make the grader write over any file it can).
     log = (ctx.logdir or ctx.workdir) / f"{Path(name).stem}-{tag or time.monotonic_ns()}.log"
     with open(log, "wb") as out:  # grader-only: the grader's log folder (ctx.logdir)
         kw = dict(stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-        if ctx.sandbox is not None:
-            proc = ctx.sandbox.popen(cmd, env, **kw)
+        if sandbox is not None:
+            proc = replace(sandbox, readonly=(*sandbox.readonly, script.parent)).popen(cmd, env, **kw)
         else:
-            proc = subprocess.Popen(cmd, env=env, cwd=ctx.workdir, start_new_session=True, **kw)  # type: ignore[call-overload]
+            proc = subprocess.Popen(cmd, env=env, cwd=workdir, start_new_session=True, **kw)  # type: ignore[call-overload]
     if crash_after is not None:
         timer = threading.Timer(crash_after, stop, (proc,))
         timer.daemon = True
