@@ -400,3 +400,37 @@ def test_lab13_storage_judges_the_costlier_window_and_the_fullest_partition(tmp_
     assert graded(0, 200 * 200, 200 * 200 + 1000 * 150, even, "300000")
     with pytest.raises(CheckFailed, match="holds 75% of the departures"):
         graded(0, 200 * 200, 200 * 200 + 1000 * 150, lambda n: int(n % 4 != 0), "300000")
+
+
+def test_lab9_a_spark_driver_is_the_jdks_java_running_sparksubmit(tmp_path):
+    """DriverWatch believes what the kernel says of a process, not its command line: a Python
+    process that names SparkSubmit is no driver, nor a java whose main class is another."""
+    import shutil
+    import subprocess
+    import sys
+
+    import psutil
+
+    from selfcheck.checks.lab9 import SPARK_DRIVER, is_spark_driver, main_class
+
+    real = ["java", "-cp", "/x/*", "-Xmx1g", SPARK_DRIVER, "--conf", "a=b", "pyspark-shell"]
+    assert main_class(real) == SPARK_DRIVER
+    assert main_class(["java", "-cp", SPARK_DRIVER, "Other", SPARK_DRIVER]) == "Other"
+    sleeper = "import time; time.sleep(30)"
+    forged = subprocess.Popen([sys.executable, "-c", sleeper, "-cp", "x", SPARK_DRIVER])
+    (tmp_path / "Sleep.java").write_text(
+        "class Sleep { public static void main(String[] a) throws Exception { Thread.sleep(30000); } }"
+    )
+    java = shutil.which("java")
+    other = (
+        subprocess.Popen([java, "-Dname=" + SPARK_DRIVER, str(tmp_path / "Sleep.java"), SPARK_DRIVER]) if java else None
+    )
+    try:
+        assert not is_spark_driver(psutil.Process(forged.pid))
+        if other is not None:
+            assert not is_spark_driver(psutil.Process(other.pid))
+    finally:
+        for p in (forged, other):
+            if p is not None:
+                p.kill()
+                p.wait()
