@@ -6,17 +6,22 @@ the machine's cores, by what one of the lab's gradings costs: autograder/pool.py
 for a reason of the grader's own (the cluster down, a broker restarting: exit code 2) is retried
 once the cluster works again, and if it still fails it is reported as not graded, never as a score.
 Finished gradings are kept: a second run grades only what is new or changed (`--regrade` grades
-everything again). Writes, under OUT:
-    <student>/results.json   Gradescope's format, as `grade` writes it
+everything again). Writes, under OUT and nowhere else (every path is resolved and checked):
+    <student>/results.json   Gradescope's format, as `grade` writes it (and <student>/grading.log)
     gradebook.csv            one row per student: status, total, each part, seconds
     scores.png               the distribution of totals, and of each part's score
+A submission's name (its file's, or its folder's) is an attacker's choice: <student> is a safe
+folder name made from it (`student_folders`), and the gradebook's text cells never start as a
+formula (`csv_text`).
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import logging
+import re
 import subprocess
 import sys
 import time
@@ -32,6 +37,15 @@ logger = logging.getLogger(__name__)
 EXIT_INFRASTRUCTURE = 2
 STEPS_S = 120  # the grader's steps around the notebook (cluster check, clean-up)
 STOP_GRACE_S = 60  # a grading past its deadline gets SIGTERM (it cleans up: user, topics, folders), then SIGKILL
+GRADEBOOK, PLOT = "gradebook.csv", "scores.png"  # grade-all's own files in OUT: never a student's folder
+# A student's folder under OUT: letters, digits, '_', '-', '.'; not '.' or '..', no leading '.' (hidden)
+# or '-' (an option, to a shell command run on it), at most NAME_MAX characters. Every hub login
+# (cluster.k8s.NAME: lower-case letters, digits, '-') is one, so the hub's students keep their name;
+# that rule itself is too narrow here (an exported roster's "Ada_Lovelace" or "j.smith" are fine folders).
+NAME_MAX = 64
+UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+RESERVED = {GRADEBOOK, PLOT}  # compared case-folded: one file on a case-insensitive disk
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet run a cell
 
 
 def grading_deadline(lab: str) -> float:
@@ -44,8 +58,15 @@ def grading_deadline(lab: str) -> float:
 
 @dataclass
 class Submission:
-    student: str
+    student: str  # its folder under OUT, and the gradebook's student: a safe name (student_folders)
     notebook: Path
+    submitted_as: str = ""  # the name it was handed in under, when that is not `student`
+    contested: bool = False  # another submission's name wanted the same folder: never kept, always graded
+
+    @property
+    def name(self) -> str:
+        """The name it was handed in under: the grading's `--student` (its seed's input), as it always was."""
+        return self.submitted_as or self.student
 
 
 @dataclass
@@ -56,15 +77,65 @@ class Graded:
     seconds: float = 0.0
     problem: str = ""  # why it was not graded
     attempts: int = 0  # gradings run (more than one: the cluster failed during one)
+    submitted_as: str = ""  # the name it was handed in under, when that is not `student`
 
     @property
     def total(self) -> float:
         return sum(self.scores.values())
 
 
+def safe_name(name: str) -> str:
+    """`name` as a folder name: each character outside letters, digits, '_', '-', '.' becomes '_',
+    leading dots and dashes go ('..' and '...' with them), cut to NAME_MAX; 'student' if nothing is left."""
+    return UNSAFE.sub("_", name).lstrip(".-")[:NAME_MAX] or "student"
+
+
+def name_hash(name: str) -> str:
+    return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+
+
+def student_folders(names: list[str]) -> dict[str, tuple[str, bool]]:
+    """Each submission's name -> (its folder under OUT, whether another name wanted that folder).
+
+    A name that is already a safe folder name (and not one of grade-all's own files) is its own
+    folder. Any other gets its safe form and a hash of the whole name (".." -> "student-5ec1f7e7"),
+    which depends on that name alone: the same folder in every run, whoever else handed in, and two
+    names with the same safe form get two folders. A name crafted to be another's folder (the
+    hash is public) keeps it, and the other gets "-2", "-3", ... (in the names' order): both are
+    `contested`, graded again in every run, so neither is ever given the other's kept results."""
+    own = {n for n in names if safe_name(n) == n and n.casefold() not in RESERVED}
+    wanted: dict[str, list[str]] = {}
+    for n in sorted(set(names), key=lambda n: (n not in own, n)):  # own names first: they keep them
+        folder = n if n in own else f"{safe_name(n)[: NAME_MAX - 9]}-{name_hash(n)}"
+        wanted.setdefault(folder, []).append(n)
+    found: dict[str, tuple[str, bool]] = {}
+    taken = set(wanted)
+    for folder, claimants in wanted.items():
+        found[claimants[0]] = (folder, len(claimants) > 1)
+        i = 2
+        for n in claimants[1:]:
+            while (other := f"{folder[: NAME_MAX - 1 - len(str(i))]}-{i}") in taken:
+                i += 1
+            taken.add(other)
+            found[n] = (other, True)
+    return found
+
+
+def csv_text(value: str) -> str:
+    """A text cell that a spreadsheet shows as text, never runs: "'" before a leading = + - @, tab or CR."""
+    return f"'{value}" if value.startswith(FORMULA_START) else value
+
+
+def within(out: Path, path: Path, what: str) -> Path:
+    """`path`, once checked to be OUT's own entry of that name (resolved: no link out, or to another entry)."""
+    if path.resolve() != out.resolve() / path.name:
+        raise SystemExit(f"{path} ({what}) leads outside {out}: remove it, or choose another --out")
+    return path
+
+
 def find_submissions(lab: str, folder: Path) -> list[Submission]:
     """`<folder>/<student>.ipynb`, or `<folder>/<student>/.../<lab>.ipynb` (nbgrader's
-    submitted/ and autograded/ layouts); one notebook per student."""
+    submitted/ and autograded/ layouts); one notebook per student, its folder a safe name."""
     found: dict[str, Path] = {}
     for path in sorted(folder.glob("*.ipynb")):
         found[path.stem] = path
@@ -77,11 +148,14 @@ def find_submissions(lab: str, folder: Path) -> list[Submission]:
         notebooks = [n for n in notebooks if ".ipynb_checkpoints" not in n.parts]
         if notebooks:
             found.setdefault(student_dir.name, notebooks[0])
-    return [Submission(s, p) for s, p in sorted(found.items())]
+    folders = student_folders(list(found))
+    return [
+        Submission(folders[s][0], p, "" if folders[s][0] == s else s, folders[s][1]) for s, p in sorted(found.items())
+    ]
 
 
 def up_to_date(sub: Submission, results: Path) -> bool:
-    return results.exists() and results.stat().st_mtime >= sub.notebook.stat().st_mtime
+    return not sub.contested and results.exists() and results.stat().st_mtime >= sub.notebook.stat().st_mtime
 
 
 def wait_for_cluster(timeout_s: float = 180) -> str:
@@ -113,8 +187,7 @@ def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
         str(sub.notebook),
         "--json",
         str(results),
-        "--student",
-        sub.student,
+        f"--student={sub.name}",  # one argument: a name starting with '-' is not taken for an option
     ]
     log = out / sub.student / "grading.log"
     log.write_text("")
@@ -136,6 +209,7 @@ def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
                     visible_scores(json.loads(results.read_text())),  # grader-only: results the grader wrote
                     time.monotonic() - start,
                     attempts=attempt,
+                    submitted_as=sub.submitted_as,
                 )
             last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
             problem = (
@@ -152,7 +226,15 @@ def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
                 problem += f"; the cluster did not come back: {broken}"
                 break
     results.unlink(missing_ok=True)  # no score for a grading that did not happen
-    return Graded(sub.student, "not graded", {}, time.monotonic() - start, problem, attempts=attempt)
+    return Graded(
+        sub.student,
+        "not graded",
+        {},
+        time.monotonic() - start,
+        problem,
+        attempts=attempt,
+        submitted_as=sub.submitted_as,
+    )
 
 
 def run_to_deadline(cmd: list[str], deadline_s: float) -> subprocess.CompletedProcess:
@@ -175,25 +257,32 @@ def run_to_deadline(cmd: list[str], deadline_s: float) -> subprocess.CompletedPr
 
 def kept(sub: Submission, out: Path) -> Graded:
     return Graded(
-        sub.student, "kept", visible_scores(json.loads((out / sub.student / "results.json").read_text()))
-    )  # grader-only: results the grader wrote
+        sub.student,
+        "kept",
+        visible_scores(json.loads((out / sub.student / "results.json").read_text())),  # grader-only: ours
+        submitted_as=sub.submitted_as,
+    )
 
 
 def write_gradebook(graded: list[Graded], parts: list[str], path: Path) -> None:
-    with open(path, "w", newline="") as f:
+    """One row per student; every text cell through csv_text (numbers as they are). A name that is
+    not valid UTF-8 (a file name can be any bytes) is written with backslash escapes."""
+    with open(path, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
         w = csv.writer(f)
-        w.writerow(["student", "status", "total", *parts, "seconds", "attempts", "problem"])
+        header = ["student", "submitted as", "status", "total", *parts, "seconds", "attempts", "problem"]
+        w.writerow([csv_text(h) for h in header])
         for g in sorted(graded, key=lambda g: g.student):
             ok = g.status != "not graded"
             w.writerow(
                 [
-                    g.student,
-                    g.status,
+                    csv_text(g.student),
+                    csv_text(g.submitted_as),
+                    csv_text(g.status),
                     f"{g.total:g}" if ok else "",
                     *[(f"{g.scores.get(p, 0):g}" if ok else "") for p in parts],
                     f"{g.seconds:.1f}",
                     g.attempts,
-                    g.problem,
+                    csv_text(g.problem),
                 ]
             )
 
@@ -263,6 +352,14 @@ def grade_all(
     if not subs:
         raise SystemExit(f"no notebooks in {folder}: expected <student>.ipynb or <student>/.../{lab}.ipynb")
     out.mkdir(parents=True, exist_ok=True)
+    # Checked before any grading: a class is not graded for an hour to end without a gradebook.
+    for own in (GRADEBOOK, PLOT):
+        if within(out, out / own, f"grade-all's {own}").is_dir():
+            raise SystemExit(
+                f"{out / own} is a folder (an older grade-all's student?): remove it, or choose another --out"
+            )
+    for s in subs:
+        within(out, out / s.student, f"the folder of {s.name!r}")
     todo = [s for s in subs if regrade or not up_to_date(s, out / s.student / "results.json")]
     graded = [kept(s, out) for s in subs if s not in todo]
     print(
@@ -270,6 +367,9 @@ def grade_all(
         f"{jobs} at a time",
         flush=True,
     )
+    for s in subs:
+        if s.submitted_as:
+            print(f"renamed: {s.submitted_as!r} -> {s.student} (its folder in {out}; the gradebook says both)")
     with (
         ThreadPoolExecutor(max(1, jobs)) as pool,
         tqdm(total=len(todo), unit="notebook", disable=not progress, file=sys.stdout) as bar,
@@ -282,10 +382,10 @@ def grade_all(
                 f"{g.student}: " + (f"{g.total:g}/{sum(parts.values()):g}" if g.status == "graded" else "NOT GRADED")
             )
             bar.update()
-    write_gradebook(graded, list(parts), out / "gradebook.csv")
-    plot_scores(graded, parts, out / "scores.png", lab)
+    write_gradebook(graded, list(parts), out / GRADEBOOK)
+    plot_scores(graded, parts, out / PLOT, lab)
     failed = [g for g in graded if g.status == "not graded"]
-    print(f"gradebook: {out / 'gradebook.csv'}; score distribution: {out / 'scores.png'}")
+    print(f"gradebook: {out / GRADEBOOK}; score distribution: {out / PLOT}")
     for g in failed:
         print(
             f"NOT GRADED {g.student}: {g.problem} (its log: {out / g.student / 'grading.log'}); "

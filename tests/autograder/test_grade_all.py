@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -181,3 +182,132 @@ def test_the_score_plot_counts_totals_and_parts(tmp_path):
     assert counts["q2"] == [(0.0, 2), (1.0, 0), (1.5, 1)]
     plot_scores(graded, parts, tmp_path / "scores.png", "lab1")
     assert (tmp_path / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# Submission names an attacker chose: `...ipynb` is student "..", `gradebook.csv.ipynb` a folder in
+# the gradebook's place, the others formulas when the gradebook is opened in a spreadsheet, and a
+# name that `grade --student` would take for an option. ("/" cannot be in a file name.)
+HOSTILE = ["..", "gradebook.csv", '=HYPERLINK("x","y")', "@SUM(1+1)", "-rf"]
+FOLDER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def test_student_folder_names_are_safe_distinct_and_the_same_in_every_run():
+    """The name rule alone (no cluster, no grading)."""
+    from autograder.grade_all import student_folders
+
+    fine = ["ada", "bob-2", "j.smith", "Ada_Lovelace", "x" * 64]  # every hub login is one of these
+    names = [*HOSTILE, *fine, "...", ".", ".hidden", "scores.png", "SCORES.PNG", "a b", "a?b", "a\tb", "a\udcffb"]
+    names += ["x" * 65, "x" * 65 + "y", "José"]
+    folders = student_folders(names)
+    used = [folder for folder, _ in folders.values()]
+    assert len(set(used)) == len(names), folders  # two names never share a folder
+    for name, (folder, contested) in folders.items():
+        assert FOLDER.match(folder) and folder not in (".", ".."), (name, folder)
+        assert folder.casefold() not in ("gradebook.csv", "scores.png"), (name, folder)
+        assert not contested, name
+    assert all(folders[n] == (n, False) for n in fine)
+    assert folders["..."][0].startswith("student-") and folders["@SUM(1+1)"][0].startswith("_SUM_1_1_-")
+    for name in names:  # a name's folder depends on that name alone: a later run with others agrees
+        assert student_folders([name, "ada"])[name] == folders[name]
+    # a name crafted to be another's folder (its hash is public) keeps it; neither is ever kept from a run before
+    crafted = folders["a b"][0]
+    again = student_folders(["a b", crafted])
+    assert again[crafted] == (crafted, True) and again["a b"][1] and again["a b"][0] != crafted
+    assert FOLDER.match(again["a b"][0])
+
+
+def test_the_gradebook_has_no_cell_a_spreadsheet_would_run(tmp_path):
+    """The CSV quoting alone: every text cell (names, the original name, problems, the parts'
+    labels) that starts as a formula gets a leading "'"; numbers are written as they are."""
+    from autograder.grade_all import Graded, csv_text, write_gradebook
+
+    assert [csv_text(v) for v in ["=1+1", "+1", "-1", "@SUM(1)", "\tx", "\rx", "ada", "", "1=1"]] == [
+        "'=1+1",
+        "'+1",
+        "'-1",
+        "'@SUM(1)",
+        "'\tx",
+        "'\rx",
+        "ada",
+        "",
+        "1=1",
+    ]
+    graded = [
+        Graded("ada", "graded", {"=q1": 2.0, "q2": 0.0}, 3.0, attempts=1),
+        Graded("_HYPERLINK-1", "kept", {"=q1": 1.0}, submitted_as='=HYPERLINK("x","y")'),
+        Graded("rf-2", "not graded", problem="-1+1 @me", attempts=2, submitted_as="-rf"),
+        Graded("a_b-3", "graded", {}, submitted_as="a\udcffb"),  # not UTF-8: written, escaped
+    ]
+    write_gradebook(graded, ["=q1", "q2"], tmp_path / "gradebook.csv")
+    with open(tmp_path / "gradebook.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["student", "submitted as", "status", "total", "'=q1", "q2", "seconds", "attempts", "problem"]
+    assert not [cell for row in rows for cell in row if cell.startswith(FORMULA)], rows
+    book = {row[0]: dict(zip(rows[0], row)) for row in rows[1:]}
+    assert book["ada"]["submitted as"] == "" and book["ada"]["total"] == "2" and book["ada"]["seconds"] == "3.0"
+    assert book["_HYPERLINK-1"]["submitted as"] == '\'=HYPERLINK("x","y")'
+    assert book["rf-2"]["submitted as"] == "'-rf" and book["rf-2"]["problem"] == "'-1+1 @me"
+    assert book["a_b-3"]["submitted as"] == "a\\udcffb"
+
+
+def test_grade_all_never_writes_through_a_link_out_of_its_folder(tmp_path):
+    """A student's folder or the gradebook that is a link (out of --out, or to another entry of
+    it) is refused before anything is graded."""
+    from autograder.grade_all import within
+
+    out = tmp_path / "grades"
+    out.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    assert within(out, out / "ada", "ada's") == out / "ada"
+    (out / "ada").symlink_to(tmp_path / "elsewhere")
+    (out / "gradebook.csv").symlink_to(out / "bob.csv")
+    for link in ("ada", "gradebook.csv"):
+        with pytest.raises(SystemExit, match="leads outside"):
+            within(out, out / link, "a link")
+    with pytest.raises(SystemExit, match="leads outside"):
+        within(out, out / "..", "a parent")
+
+
+@pytest.mark.timeout(600)
+def test_hostile_submission_names_stay_in_out_and_out_of_the_formulas(cluster, tmp_path):
+    """A real grade-all over blank lab 1 notebooks (seconds each) named by an attacker, beside a
+    normal one: every file it writes is under --out, the gradebook is a file that parses, with the
+    original names, and none of its cells starts as a formula; a second run finds the same folders."""
+    submitted, out = tmp_path / "class" / "submitted", tmp_path / "class" / "grades"
+    submitted.mkdir(parents=True)
+    blank = nbformat.read(RELEASE / LAB / f"{LAB}.ipynb", as_version=4)
+    for name in ["ada", *(n for n in HOSTILE if n != "..")]:
+        nbformat.write(blank, submitted / f"{name}.ipynb")
+    nbformat.write(blank, submitted / "...ipynb")  # its stem is ".."
+    assert {p.stem for p in submitted.iterdir()} == {"ada", *HOSTILE}
+
+    def outside() -> set[Path]:
+        return {p for p in tmp_path.rglob("*") if out not in p.parents and p != out}
+
+    before = outside()
+    proc = grade_all(submitted, out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert outside() == before, "grade-all wrote outside --out"
+    assert (out / "gradebook.csv").is_file() and (out / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with open(out / "gradebook.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert not [cell for row in rows for cell in row if cell.startswith(FORMULA)], rows
+    book = gradebook(out)
+    assert len(book) == len(HOSTILE) + 1 and all(row["status"] == "graded" for row in book.values()), book
+    assert all(scores_of(row) == dict.fromkeys(PARTS, 0.0) for row in book.values())
+    originals = {row["submitted as"].removeprefix("'") or s: s for s, row in book.items()}
+    assert set(originals) == {"ada", *HOSTILE} and originals["ada"] == "ada"
+    for name, folder in originals.items():
+        assert FOLDER.match(folder) and (out / folder / "results.json").is_file(), (name, folder)
+        if name != "ada":  # each change said once: original -> used
+            assert proc.stdout.count(f"renamed: {name!r} -> {folder} ") == 1, proc.stdout
+    assert {p.name for p in out.iterdir()} == {"gradebook.csv", "scores.png", *originals.values()}
+
+    again = grade_all(submitted, out)
+    assert again.returncode == 0 and f"0 to grade ({len(book)} kept" in again.stdout, again.stdout + again.stderr
+    kept = gradebook(out)
+    assert {s: (row["submitted as"], row["status"], scores_of(row)) for s, row in kept.items()} == {
+        s: (row["submitted as"], "kept", scores_of(row)) for s, row in book.items()
+    }
+    assert outside() == before
