@@ -166,6 +166,7 @@ class Context:
     # names must be one of these, not another grading's or a program's outside the sandbox.
     # None in a self-check (the student's own machine: nobody else's server to borrow).
     kernel_ports: Callable[[], set[int]] | None = None
+    staff: list[str] | None = None  # notes for course staff only (the grading's hidden details)
     rng: random.Random = field(init=False)
     _admin: Any = field(default=None, init=False, repr=False)
 

@@ -388,7 +388,7 @@ def test_lab13_storage_judges_the_costlier_window_and_the_fullest_partition(tmp_
         r.events_config = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": retention_bytes}
         r.replicas, r.events_partitions = 3, 2
         ctx = SimpleNamespace(namespace="ns", seed=1, workdir=tmp_path, sandbox=object(), scratch={})
-        ctx.scratch[("lab13-run", "ns", 1, lab13.scripts_hash(ctx))] = r
+        ctx.scratch[("lab13-run", "ns", 1, "")] = r  # one run a grading, whatever the kernel writes later
         return lab13.storage(ctx)
 
     even = lambda n: n % 2
@@ -434,3 +434,26 @@ def test_lab9_a_spark_driver_is_the_jdks_java_running_sparksubmit(tmp_path):
             if p is not None:
                 p.kill()
                 p.wait()
+
+
+def test_lab13_a_flood_of_claims_keeps_only_the_days_ids(tmp_path):
+    """The producer's "acked" lines are read in chunks; a claim of an id the day does not have is
+    counted, never kept, and a line longer than any claim is not held whole: 64 MiB of claims cost
+    the grader no more memory than the day's ids."""
+    from types import SimpleNamespace
+
+    from selfcheck.checks import lab13
+
+    day = SimpleNamespace(events=[{"id": f"2013-01-05 ZZ{n} EWR"} for n in range(100)])
+    log = tmp_path / "producer.log"
+    real = "".join(f"acked 2013-01-05 ZZ{n} EWR 0 {n}\n" for n in range(0, 100, 2))
+    flood = "".join(f"acked 2013-01-05 XX{n} EWR\n" for n in range(200_000))
+    garbage = "y" * (3 * 2**20) + "\n"  # a line longer than a chunk: skipped, never held whole
+    log.write_text(flood + garbage + real + "acked 2013-01-05 ZZ3 EWR")
+    feeder = object.__new__(lab13.Feeder)
+    feeder.day, feeder.known, feeder.unknown_claims, feeder.earlier = day, {e["id"] for e in day.events}, 0, set()
+    feeder.run = SimpleNamespace(log=log, proc=SimpleNamespace(poll=lambda: 0))
+    feeder._reset()
+    acked = feeder.acked()
+    assert acked == {f"2013-01-05 ZZ{n} EWR" for n in range(0, 100, 2)} | {"2013-01-05 ZZ3 EWR"}
+    assert feeder.unknown_claims == 200_000
