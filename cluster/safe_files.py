@@ -214,6 +214,16 @@ def remove(root: str | Path, relative: str | Path) -> None:
         os.close(parent)
 
 
+def give_folder(root: str | Path, relative: str | Path, uid: int) -> None:
+    """Make uid the owner of the folder root/relative (a link on the way is refused: a process
+    that can write in root may have put one in its place)."""
+    fd = _open_dir(Path(root), _parts(relative))
+    try:
+        os.fchown(fd, uid, uid)
+    finally:
+        os.close(fd)
+
+
 def list_dir(root: str | Path, relative: str | Path = ".") -> list[str] | None:
     """The names in a folder (None if it does not exist); a link on the way is refused."""
     try:

@@ -85,8 +85,8 @@ def grader_folder(ctx: Context, prefix: str) -> Path:
     """A new folder of the grader's (in its private folder when grading; a temporary one in a
     self-check), removed when the grading ends."""
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=ctx.private_dir))
-    folder.chmod(0o755)
-    ctx.cleanup.append(lambda: shutil.rmtree(folder, ignore_errors=True))
+    folder.chmod(0o755)  # grader-only: just made by mkdtemp, in the grader's private folder
+    ctx.cleanup.append(lambda: shutil.rmtree(folder, ignore_errors=True))  # grader-only: the same
     return folder
 
 
@@ -110,7 +110,7 @@ def frozen(ctx: Context) -> Frozen:
         if name not in copy.digests:
             target = copy.folder / name
             target.write_text(data)  # grader-only: a folder of the grader's
-            target.chmod(0o444)
+            target.chmod(0o444)  # grader-only: the grader's copy
             copy.digests[name] = digest
         elif copy.digests[name] != digest and name not in copy.changed:
             copy.changed.add(name)
@@ -127,12 +127,12 @@ def run_folder(ctx: Context, workdir: Path, sandbox) -> Path:
     nothing could have planted; the sandbox's user owns it (the user method)."""
     import secrets
 
-    from cluster.safe_files import make_dirs, remove
+    from cluster.safe_files import give_folder, make_dirs, remove
 
     name = f".run-{secrets.token_hex(6)}"
     folder = make_dirs(workdir, name, exclusive=True)
     if sandbox is not None and sandbox.user is not None:
-        os.chown(folder, sandbox.user, sandbox.user)
+        give_folder(workdir, name, sandbox.user)
     ctx.cleanup.append(lambda: remove(workdir, name))
     return folder
 
