@@ -266,10 +266,12 @@ class LabPolicy:
     slowest_cell_s: float = 0  # its slowest cell, when longer than the grader's cell timeout
     sandbox_processes: int | None = None  # its sandbox's process limit, when other than the grader's
     # Cores one grading keeps busy on average, its own processes and the brokers' work for it
-    # (measured: the self-test's line per grading gives its processes' CPU seconds and wall time).
-    # The self-test and grade-all admit gradings while their cores fit the machine's
-    # (autograder/pool.py); gradings_at_once caps a lab further, for memory.
-    grading_cores: float = 0.35
+    # (measured: the self-test's line per grading gives the CPU seconds of everything it started
+    # and its wall time). The self-test and grade-all admit gradings while their cores fit the
+    # machine's (autograder/pool.py); gradings_at_once caps a lab further, for memory. The default
+    # is a light lab's: its solution alone used 0.11 (lab 2) to 0.44 (lab 1) cores of its own
+    # processes, and the brokers about 0.1 more (November 2026, 2 cores).
+    grading_cores: float = 0.3
     gradings_at_once: int | None = None  # at most this many of its gradings at once (self-test, grade-all)
     own_cluster: bool = False  # its checks break a cluster of the grading's own (lab 7)
 
