@@ -301,6 +301,31 @@ def bench_class(size: int, lab: str, jobs: int) -> list[tuple]:
     ]
 
 
+def bench_heavy_class(size: int, lab: str) -> list[tuple]:
+    """A class of a heavy lab (the capstone's, by default), graded twice on one cluster: by
+    grade-all as it admits gradings by their cost (autograder/pool.py), and one at a time:
+    minutes for each, and how many scores differ from the corpus's (none may)."""
+    from autograder.pool import at_once, machine_cores
+
+    from .load import grade_class, write_class
+
+    rows = []
+    jobs = at_once(lab, machine_cores())
+    for how, n in ((f"{jobs} at a time, by their cost", jobs), ("one at a time", 1)):
+        with tempfile.TemporaryDirectory(prefix="course-bench-heavy-class-") as tmp:
+            tmp = Path(tmp)
+            expected = write_class(tmp, lab, size)
+            with running_cluster(tmp, "heavy-class") as (_, env):
+                t = time.perf_counter()
+                wrong = grade_class(tmp, lab, expected, n, env)
+                minutes = (time.perf_counter() - t) / 60
+        rows += [
+            (f"grade a class of {size} {lab} submissions (grade-all, {how})", [minutes], "min", None),
+            (f"scores that differ from the corpus's, or not graded, of {size} ({how})", [float(wrong)], "", 0.0),
+        ]
+    return rows
+
+
 # Median seconds of one grading, alone: labs 1-5 20 s, labs 6 and 8 30 s, lab 7 60 s (it starts
 # a cluster of its own and kills brokers), lab 9 120 s (Spark starts twice), lab 10 90 s (one
 # Spark driver, three parts that run queries on it), lab 11 30 s, lab 12 60 s (two stream
@@ -465,7 +490,11 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=3, help="warm starts to time (default 3)")
     p.add_argument("--cold-runs", type=int, default=2, help="cold starts, each downloading the jars (default 2)")
     p.add_argument("--grading-runs", type=int, default=20, help="gradings of each lab's solution (default 20)")
-    p.add_argument("--only", choices=("cluster", "grading", "corpus", "class", "attacks", "load"), help="run one part")
+    p.add_argument(
+        "--only",
+        choices=("cluster", "grading", "corpus", "class", "heavy-class", "attacks", "load"),
+        help="run one part",
+    )
     p.add_argument(
         "--corpus-runs", type=int, default=10, help="gradings of each corpus entry, each with another seed (default 10)"
     )
@@ -474,6 +503,8 @@ def main(argv=None) -> int:
     p.add_argument("--class-size", type=int, default=200, help="submissions in the class graded at once (default 200)")
     p.add_argument("--class-lab", default="lab1", help="the lab of that class (default lab1)")
     p.add_argument("--class-jobs", type=int, default=8, help="grade-all's jobs for it (default 8)")
+    p.add_argument("--heavy-class-size", type=int, default=20, help="submissions of the heavy class (default 20)")
+    p.add_argument("--heavy-class-lab", default="lab13", help="the heavy class's lab (default lab13)")
     p.add_argument("--labs", nargs="*", help="grade only these labs (default: all)")
     p.add_argument(
         "--students",
@@ -500,6 +531,8 @@ def main(argv=None) -> int:
         rows += bench_corpus(a.corpus_runs, a.labs or labs(), a.corpus_jobs, a.corpus_entries)
     if a.only in (None, "class"):
         rows += bench_class(a.class_size, a.class_lab, a.class_jobs)
+    if a.only in (None, "heavy-class"):
+        rows += bench_heavy_class(a.heavy_class_size, a.heavy_class_lab)
     if a.only in (None, "attacks"):
         rows += bench_attacks(a.labs or labs(), a.corpus_entries)
     if a.only in (None, "load"):
