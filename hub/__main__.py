@@ -2,8 +2,9 @@
 
     python -m hub install [--python /usr/bin/python3]   the users' environment: the student kit
                         and its pinned packages (COURSE_HUB_STATE/env), JupyterHub's proxy
-    python -m hub prepare   the checks, each role's Jupyter config, nbgrader's exchange (what
-                        jupyterhub_config.py reads; run again after changing COURSE_HUB_*)
+    python -m hub prepare   the checks, each role's Jupyter config, nbgrader's exchange, the
+                        users' runtime folders (what jupyterhub_config.py reads; run again after
+                        changing COURSE_HUB_*)
     python -m hub run   the jars in a cache every user reads, the shared cluster, prepare, the hub
 
 (`sudo -E make hub` does both.) hub/course_hub.py says what each user's server gets."""

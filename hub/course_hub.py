@@ -9,6 +9,9 @@ server runs as that user, in their home folder, with:
   and nothing else, made (or its password reset) each time their server starts;
 - nbgrader's exchange (COURSE_HUB_EXCHANGE) and the course id, so the Assignments panel
   fetches and submits.
+- its kernels on ipc, not TCP: their connection files and sockets in a runtime folder that the
+  hub makes for the user alone (0700), which no other user's process can reach (on TCP ports any
+  user could subscribe to a kernel's output and read every cell's code and result).
 Students get the Assignments panel and Validate, not the instructors' menus. Instructors also
 get the formgrader on the course folder (COURSE_HUB_COURSE, a checkout of the kit with
 solutions/, readable by the instructors only), the grading code from it, and the course's
@@ -53,6 +56,29 @@ NOBODYS_PLUGINS = (
 )
 NOBODYS_EXTENSIONS = ("nbgrader.server_extensions.course_list",)
 
+# Each kernel's sockets are files <runtime folder>/kernel-<its id>-ipc-<1..5> (jupyter_client's
+# names), and a socket's path holds at most 107 bytes on Linux (sockaddr_un).
+IPC_PATH_MAX = 107
+LONGEST_SOCKET = f"nbgrader-{'0' * 36}-ipc-5"  # Validate's (below): the longest name
+
+# nbgrader's Validate runs the notebook in a kernel of its own, started by nbclient with nbgrader's
+# config (not the server's), which it loads again for each notebook it validates. A Python file, so
+# that each load names the kernel's files anew, in the runtime folder of the user who loads it.
+NBGRADER_KERNELS = """\
+# Written by the course's hub (hub/course_hub.py): the kernels nbgrader starts (Validate) listen
+# on ipc sockets in the user's own runtime folder, not on TCP ports every user can reach.
+import os
+import uuid
+
+from jupyter_core.paths import jupyter_runtime_dir
+
+c = get_config()  # noqa: F821 - provided by nbgrader
+where = os.path.join(jupyter_runtime_dir(), f"nbgrader-{uuid.uuid4()}")
+c.KernelManager.transport = "ipc"
+c.KernelManager.connection_file = where + ".json"
+c.KernelManager.ip = where + "-ipc"
+"""
+
 
 class HubError(SystemExit):
     """The hub cannot serve the course as configured: what is wrong and what to do."""
@@ -73,6 +99,18 @@ def user_env() -> Path:
 def private_dir() -> Path:
     """The hub's database and cookie secret: root's only (prepare() makes it)."""
     return state_dir() / "private"
+
+
+def runtime_root() -> Path:
+    """The users' Jupyter runtime folders (runtime/<uid>): the hub's, which users pass through
+    (0711) to their own but cannot list, and in which none can make or rename anything."""
+    return state_dir() / "runtime"
+
+
+def runtime_dir(name: str) -> Path:
+    """`name`'s Jupyter runtime folder (JUPYTER_RUNTIME_DIR): their kernels' connection files and
+    ipc sockets, and their server's own files. Short, whatever the home: a socket's path is short."""
+    return runtime_root() / str(pwd.getpwnam(name).pw_uid)
 
 
 def course_dir() -> Path:
@@ -133,10 +171,17 @@ def size_cluster() -> str:
 
 # --- what each role's server reads: a Jupyter config folder per role ----------------------------
 def jupyter_config(role: str, subdomains: bool) -> dict[str, object]:
-    """File name -> content of one role's Jupyter config folder (put first on JUPYTER_CONFIG_PATH)."""
+    """File name -> content (JSON, or a str: the file's text) of one role's Jupyter config folder
+    (put first on JUPYTER_CONFIG_PATH)."""
     hidden = NOBODYS_PLUGINS + (INSTRUCTOR_PLUGINS if role == STUDENT else ())
     off = NOBODYS_EXTENSIONS + (INSTRUCTOR_EXTENSIONS if role == STUDENT else ())
-    server: dict = {"ServerApp": {"jpserver_extensions": {name: False for name in off}}}
+    server: dict = {
+        "ServerApp": {"jpserver_extensions": {name: False for name in off}},
+        # Every kernel the server starts (notebooks, consoles) binds ipc sockets next to its
+        # connection file, kernel-<id>.json in the runtime folder, rather than TCP ports on
+        # 127.0.0.1 that any user's process can connect to.
+        "KernelManager": {"transport": "ipc"},
+    }
     if role == INSTRUCTOR and subdomains:
         # The formgrader panel frames this server's own /formgrader: allow frames from this
         # origin, which with subdomains is this instructor's server and nothing else.
@@ -146,9 +191,14 @@ def jupyter_config(role: str, subdomains: bool) -> dict[str, object]:
             "CourseDirectory": {"course_id": COURSE_ID},
             "Exchange": {"root": str(exchange_dir())},
         },
+        "nbgrader_config.py": NBGRADER_KERNELS,
         "labconfig/page_config.json": {"disabledExtensions": {name: True for name in hidden}},
         "jupyter_server_config.json": server,
     }
+
+
+def file_text(content: object) -> str:
+    return content if isinstance(content, str) else json.dumps(content, indent=2) + "\n"
 
 
 def subdomains() -> bool:
@@ -167,12 +217,41 @@ def write_jupyter_configs(subdomains: bool) -> dict[str, Path]:
         for name, content in jupyter_config(role, subdomains).items():
             path = folder / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(content, indent=2) + "\n")
+            path.write_text(file_text(content))
             path.chmod(0o644)
     for path in [state_dir(), *(state_dir() / "jupyter").rglob("*")]:
         if path.is_dir():
             path.chmod(0o755)  # every user's server reads its role's folder
     return folders
+
+
+def make_runtime_root() -> Path:
+    """runtime_root(), the hub's (prepare() makes it): if a user had made it, they could swap
+    another's folder in it for a link of theirs."""
+    root = runtime_root()
+    root.mkdir(exist_ok=True)
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise HubError(
+            f"{root} is not a folder of the hub's (uid {os.geteuid()}).",
+            f"Remove it (rm -r {root}) and prepare the hub again.",
+        )
+    root.chmod(0o711)
+    return root
+
+
+def make_runtime_dir(name: str) -> Path:
+    """`name`'s runtime folder, theirs alone (0700), made or given back to them at each start of
+    their server (whatever they did to its mode since). Its entry is the hub's to make: no link
+    of a user's can stand in its place."""
+    user = pwd.getpwnam(name)
+    folder = runtime_dir(name)
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if not stat.S_ISDIR(folder.lstat().st_mode):
+        raise RuntimeError(f"{folder} is not a folder")
+    os.chown(folder, user.pw_uid, user.pw_gid, follow_symlinks=False)
+    folder.chmod(0o700)
+    return folder
 
 
 # --- Kafka: a login per user on the shared cluster ---------------------------------------------
@@ -221,11 +300,20 @@ def revoke_kafka_login(name: str) -> None:
 
 
 # --- the spawner's hooks ----------------------------------------------------------------------
+def jupyter_environment(name: str, role: str, configs: dict[str, Path]) -> dict[str, str]:
+    """What tells a user's server, and the Jupyter apps it and its terminals run, their settings:
+    their role's config folder, and their runtime folder (make_runtime_dir makes it)."""
+    return {
+        "PATH": f"{user_env() / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "JUPYTER_CONFIG_PATH": str(configs[role]),
+        "JUPYTER_RUNTIME_DIR": str(runtime_dir(name)),
+    }
+
+
 def server_environment(name: str, role: str, configs: dict[str, Path]) -> dict[str, str]:
     found = {
         **kafka_login(name),
-        "PATH": f"{user_env() / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-        "JUPYTER_CONFIG_PATH": str(configs[role]),
+        **jupyter_environment(name, role, configs),
         # lab 7's clusters of one's own, in one's home (the course's folder is not the users' to write)
         "COURSE_OWN_CLUSTER_HOME": str(Path(pwd.getpwnam(name).pw_dir) / ".kafka-course" / "own-cluster"),
     }
@@ -254,6 +342,7 @@ def pre_spawn_hook(configs: dict[str, Path], who: dict[str, str]):
         role = who.get(name)
         if role is None:  # the authenticator lets in only these; a second guard
             raise RuntimeError(f"{name} is not on the course's roster")
+        await asyncio.to_thread(make_runtime_dir, name)
         found = await asyncio.to_thread(server_environment, name, role, configs)
         spawner.environment.update(found)
         spawner.log.info("course: %s starts as %s with Kafka namespace %r", name, role, name)
@@ -324,6 +413,7 @@ def check(who: dict[str, str]) -> None:
             f"no local user for {', '.join(missing[:5])}.",
             "Create them (useradd -m NAME; passwd NAME), or remove them from the roster.",
         )
+    check_socket_paths(who)
     open_homes = [name for name in who if Path(pwd.getpwnam(name).pw_dir).stat().st_mode & 0o007]
     if open_homes:
         raise HubError(
@@ -342,6 +432,17 @@ def check(who: dict[str, str]) -> None:
         ) from None
 
 
+def check_socket_paths(who: dict[str, str]) -> None:
+    """The users' kernels' sockets fit in a socket's path (else no kernel of theirs would start)."""
+    too_long = [n for n in who if len(str(runtime_dir(n) / LONGEST_SOCKET)) > IPC_PATH_MAX]
+    if too_long:
+        raise HubError(
+            f"COURSE_HUB_STATE={state_dir()} is too long a path for the users' kernels: their sockets "
+            f"({runtime_dir(too_long[0]) / LONGEST_SOCKET}) may have {IPC_PATH_MAX} characters at most.",
+            "Set COURSE_HUB_STATE to a shorter path (its default: /srv/kafka-course-hub).",
+        )
+
+
 def proxy() -> str | None:
     """JupyterHub's proxy: the pinned one `python -m hub install` put in the users' environment,
     else the hub's environment's, else one on the PATH."""
@@ -354,13 +455,15 @@ def proxy() -> str | None:
 def prepare() -> dict[str, Path]:
     """Everything the hub needs before it starts, checked and made (`python -m hub prepare`;
     `python -m hub run` does it first): root, the roster, each role's Jupyter config, what users
-    would otherwise meet later as failures, nbgrader's exchange, the hub's private folder. The
-    config file (jupyterhub_config.py) only reads what this made."""
+    would otherwise meet later as failures, nbgrader's exchange, the folder of the users' runtime
+    folders, the hub's private folder. The config file (jupyterhub_config.py) only reads what this
+    made."""
     check_root()
     who = roles()
     configs = write_jupyter_configs(subdomains=subdomains())
     check(who)
     prepare_exchange()
+    make_runtime_root()
     private_dir().mkdir(parents=True, exist_ok=True)
     private_dir().chmod(0o700)
     return configs
@@ -368,21 +471,23 @@ def prepare() -> dict[str, Path]:
 
 def prepared() -> dict[str, Path]:
     """The config folders prepare() wrote; a HubError saying to run it if they are missing or
-    written for another subdomain setting."""
+    were written with other settings."""
     folders = jupyter_config_folders()
     missing = [str(f) for f in folders.values() if not (f / "jupyter_server_config.json").is_file()]
-    if missing or not private_dir().is_dir():
+    missing += [str(f) for f in (private_dir(), runtime_root()) if not f.is_dir()]
+    if missing:
         raise HubError(
-            f"the hub has not been prepared ({', '.join(missing) or private_dir()} missing).",
+            f"the hub has not been prepared ({', '.join(missing)} missing).",
             "Run `sudo -E python -m hub prepare` first (`python -m hub run` prepares, then starts it).",
         )
     for role, folder in folders.items():
-        if (
-            json.loads((folder / "jupyter_server_config.json").read_text())
-            != jupyter_config(role, subdomains())["jupyter_server_config.json"]
+        if any(
+            not (folder / name).is_file() or (folder / name).read_text() != file_text(content)
+            for name, content in jupyter_config(role, subdomains()).items()
         ):
             raise HubError(
-                f"{role}s' Jupyter config was prepared with other settings (COURSE_HUB_SUBDOMAIN_HOST).",
+                f"{role}s' Jupyter config was prepared with other settings (COURSE_HUB_SUBDOMAIN_HOST, "
+                "COURSE_HUB_EXCHANGE) or by an older version of the hub.",
                 "Run `sudo -E python -m hub prepare` again with this environment.",
             )
     return folders

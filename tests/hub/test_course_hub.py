@@ -46,6 +46,7 @@ def test_students_get_the_assignments_panel_and_not_the_instructors_parts(tmp_pa
         assert "@jupyter/nbgrader:assignment-list" not in hidden  # fetch and submit
         server = student["jupyter_server_config.json"]["ServerApp"]
         assert server["jpserver_extensions"]["nbgrader.server_extensions.formgrader"] is False
+        assert student["jupyter_server_config.json"]["KernelManager"] == {"transport": "ipc"}  # not TCP ports
         # a student's server keeps JupyterHub's own rule: no page may frame it
         assert "tornado_settings" not in server
         assert student["nbgrader_config.json"] == {
@@ -84,9 +85,18 @@ def test_the_config_file_refuses_a_hub_that_was_not_prepared(tmp_path, monkeypat
     assert not (tmp_path / "state").exists()
     course_hub.write_jupyter_configs(subdomains=False)
     course_hub.private_dir().mkdir()
+    with pytest.raises(course_hub.HubError, match="runtime missing"):  # the users' runtime folders
+        course_hub.prepared()
+    course_hub.make_runtime_root()
     assert course_hub.prepared() == course_hub.jupyter_config_folders()
     monkeypatch.setenv("COURSE_HUB_SUBDOMAIN_HOST", "http://hub.test:8000")  # changed since
     with pytest.raises(course_hub.HubError, match="prepared with other settings"):
+        course_hub.prepared()
+    monkeypatch.delenv("COURSE_HUB_SUBDOMAIN_HOST")
+    # prepared by an older hub, whose users' kernels listened on TCP: prepare again
+    server = course_hub.jupyter_config_folders()[STUDENT] / "jupyter_server_config.json"
+    server.write_text(server.read_text().replace('"ipc"', '"tcp"'))
+    with pytest.raises(course_hub.HubError, match="older version of the hub"):
         course_hub.prepared()
 
 
