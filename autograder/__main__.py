@@ -88,14 +88,14 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--student",
         default="",
-        help="the student's id: with the course's secret, it makes the seed "
-        "of the checks' random inputs (stable across regrades)",
+        help="the student's id: with the lab's secret and a nonce of each grading's own, it makes the "
+        "seed of the checks' random inputs (a new one every grading: a result shows nothing the next can use)",
     )
     g.add_argument(
         "--seed",
         type=int,
         default=None,
-        help="replay a grading with this seed instead (staff only: "
+        help="replay a grading exactly with its seed instead (staff only: "
         "the seed is printed in the table and in results.json's hidden details)",
     )
     g.add_argument(

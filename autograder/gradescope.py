@@ -13,7 +13,9 @@ then, for each submission, runs /autograder/run_autograder with the student's fi
   results.json (an infrastructure failure says so, and is tried once more first);
 - course/: the grading pipeline and checks, the cluster, the data, the released notebooks
   (labs/: the grading takes the test cells, locked cells and points from them), pyproject.toml
-  and the course's grading secret (the seeds match the ones of local regrades).
+  and the lab's own grading secret (derived from the course's: pipeline.lab_secret), so one
+  lab's zip reveals no other lab's seeds, and a seed in a result's staff details replays
+  locally (`python -m autograder grade LAB notebook --seed N`).
   No solution code: not solutions/, not the corpus or the self-test, not the tests.
 """
 
@@ -34,7 +36,7 @@ import psutil
 from cluster.settings import ROOT
 
 from . import GRADER, STUDENT
-from .pipeline import RELEASE, StudentError, course_labs, grade_notebook, grading_secret
+from .pipeline import RELEASE, StudentError, course_labs, grade_notebook, packaged_secret
 from .results import GradingResult
 
 # What the grading needs, whole folders: the grader and what students have (autograder.GRADER,
@@ -108,7 +110,7 @@ def build(labs: list[str], out: Path) -> list[Path]:
 
 
 def package(lab: str, target: Path) -> Path:
-    secret = grading_secret().decode()  # made now if the course has none yet
+    secret = packaged_secret(lab)  # the lab's alone (the course's is made now if it has none yet)
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
         entry(z, "setup.sh", SETUP_SH, 0o755)
         entry(z, "run_autograder", RUN_AUTOGRADER.format(lab=lab), 0o755)
@@ -116,7 +118,7 @@ def package(lab: str, target: Path) -> Path:
             src = ROOT / name
             for path in walk(src):
                 z.write(path, f"course/{path.relative_to(ROOT)}")
-        entry(z, "course/.grading-secret", secret + "\n", 0o600)  # the grader's alone
+        entry(z, "course/.grading-secret", secret + "\n", 0o600)  # the grader's alone; the sandbox hides it
     return target
 
 
@@ -155,7 +157,8 @@ def find_notebook(lab: str, submission: Path) -> Path:
 
 
 def student_of(metadata: Path) -> str:
-    """The student's Gradescope email (or id): with the course's secret, it makes the seed."""
+    """The student's Gradescope email (or id): with the lab's secret and the grading's nonce, it
+    makes the seed."""
     try:
         users = json.loads(metadata.read_text()).get("users") or [{}]
     except (OSError, ValueError):

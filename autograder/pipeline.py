@@ -61,10 +61,13 @@ CLUSTER_TIMEOUT_S = 15
 # A submitted notebook larger than this is refused unread (README: Grading). The labs' own are
 # under 100 kB; a student's with its outputs, plots included, a few hundred kB.
 MAX_NOTEBOOK_BYTES = 8 * 2**20
-# The course's grading secret: the seeds of the checks' random inputs derive from it, so they
-# are stable (a regrade gives the same result) but cannot be worked out from the course's
-# code. COURSE_GRADING_SECRET (e.g. on Gradescope) wins over the file, made on first use.
+# The course's grading secret: each lab's secret derives from it (lab_secret), and each
+# grading's seed from its lab's secret, the student and a nonce of the grading's own, so a seed
+# can be neither worked out from the course's code nor learned from an earlier grading.
+# COURSE_GRADING_SECRET wins over the file, made on first use. A lab's Gradescope package holds
+# in that file its lab's secret alone, marked LAB_SECRET_MARK: one package reveals no other lab's.
 SECRET_FILE = ROOT / ".grading-secret"
+LAB_SECRET_MARK = "lab-secret:"  # "lab-secret:<lab>:<its secret>"
 
 
 class InfrastructureError(Exception):
@@ -94,6 +97,8 @@ def course_labs() -> list[str]:
 
 
 def grading_secret() -> bytes:
+    """The course's secret (or, in a lab's Gradescope package, that lab's, as LAB_SECRET_MARK
+    writes it: see lab_secret)."""
     if given := env("COURSE_GRADING_SECRET"):
         return given.encode()
     if not SECRET_FILE.exists():
@@ -111,9 +116,37 @@ def grading_secret() -> bytes:
     return SECRET_FILE.read_text().strip().encode()
 
 
-def grading_seed(lab: str, student: str = "") -> int:
-    """The seed of one student's grading of one lab: secret, stable across regrades."""
-    digest = hmac.new(grading_secret(), f"{lab}/{student}".encode(), hashlib.sha256).digest()
+def lab_secret(lab: str) -> bytes:
+    """One lab's secret: HMAC of the lab's name under the course's secret, so that what holds it
+    (the lab's Gradescope package) gives that lab's seeds and no other's. A package's secret file
+    holds it as it is, with the lab's name (packaged_secret): there, another lab is refused."""
+    secret = grading_secret().decode()
+    if secret.startswith(LAB_SECRET_MARK):
+        owner, _, own = secret.removeprefix(LAB_SECRET_MARK).partition(":")
+        if owner != lab or not own:
+            raise InfrastructureError(
+                f"this grader holds the grading secret of {owner or 'no lab'} alone, not of {lab}: "
+                "grade each lab with its own package"
+            )
+        return own.encode()
+    return hmac.new(secret.encode(), f"lab-secret/{lab}".encode(), hashlib.sha256).hexdigest().encode()
+
+
+def packaged_secret(lab: str) -> str:
+    """What a lab's Gradescope package keeps in its .grading-secret: the lab's secret alone."""
+    return f"{LAB_SECRET_MARK}{lab}:{lab_secret(lab).decode()}"
+
+
+def new_nonce() -> str:
+    """A grading's own random part of its seed: no two gradings share one."""
+    return secrets.token_hex(8)
+
+
+def grading_seed(lab: str, student: str, nonce: str) -> int:
+    """The seed of one grading: the lab's secret, the student and the grading's nonce. A new
+    grading of the same work gets a new seed (so nothing a result showed can be typed into the
+    next submission); a grading is replayed with its seed (--seed), kept in its staff details."""
+    digest = hmac.new(lab_secret(lab), f"{lab}/{student}/{nonce}".encode(), hashlib.sha256).digest()
     return int.from_bytes(digest[:6], "big")
 
 
@@ -122,6 +155,7 @@ class Job:
     lab: str
     notebook: Path
     seed: int = 0
+    nonce: str = ""  # the grading's own part of its seed ("" when the seed was given: a replay)
     sandbox: bool = True
     cell_timeout: float = CELL_TIMEOUT_S
     total_timeout: float = TOTAL_TIMEOUT_S
@@ -142,7 +176,7 @@ class Job:
     uid: int | None = None  # the user method's uid for this grading (None: bwrap; see sandbox.method())
 
     def __post_init__(self) -> None:
-        self.result = GradingResult(lab=self.lab, notebook=str(self.notebook), seed=self.seed)
+        self.result = GradingResult(lab=self.lab, notebook=str(self.notebook), seed=self.seed, nonce=self.nonce)
 
 
 T = TypeVar("T")
@@ -625,16 +659,25 @@ def grade_notebook(
     sandbox: bool = True,
 ) -> GradingResult:
     """Grade one submission (a path, or a notebook already read). Always returns a result;
-    never raises for a bad submission. The seed is the course's secret one for (lab, student)
-    unless given (to replay a grading)."""
-    seed = grading_seed(lab, student) if seed is None else seed
+    never raises for a bad submission. The seed is a new secret one, made from the lab's secret,
+    the student and a nonce of this grading's own, unless given (to replay a grading)."""
     given = notebook if isinstance(notebook, nbformat.NotebookNode) else None
     path = Path("submission.ipynb") if given is not None else Path(notebook)
     job = Job(
-        lab, path, seed=seed, sandbox=sandbox, cell_timeout=cell_timeout, total_timeout=total_timeout, submission=given
+        lab,
+        path,
+        seed=seed or 0,
+        sandbox=sandbox,
+        cell_timeout=cell_timeout,
+        total_timeout=total_timeout,
+        submission=given,
     )
     start = time.monotonic()
     try:
+        if seed is None:  # inside the try: a lab's package asked for another lab's seed is a result too
+            job.nonce = job.result.nonce = new_nonce()
+            job.seed = job.result.seed = grading_seed(lab, student, job.nonce)
+        logger.info("%s %s: seed %d%s", lab, path.name, job.seed, f" (nonce {job.nonce})" if job.nonce else " (given)")
         for step in STEPS:
             began = time.monotonic()
             step(job)

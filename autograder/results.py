@@ -36,6 +36,7 @@ class GradingResult:
     infrastructure_error: str = ""  # set when we could not grade at all
     seconds: float = 0.0
     seed: int = 0
+    nonce: str = ""  # the grading's own part of its seed; "" when the seed was given (a replay)
     namespace: str = ""
     staff: list[str] = field(default_factory=list)  # hidden from the student: e.g. the grading's memory
     # label -> points of the answers a person grades (the capstone's design note): not scored here
@@ -87,14 +88,16 @@ class GradingResult:
             for c in self.checks
             if c.details
         )
-        # Staff only: the seed replays this grading (--seed); students never see it.
+        # Staff only: the seed replays this grading (--seed); students never see it. Each grading
+        # has a seed of its own (the nonce): the next grading of the same work gets other data.
+        seeded = [f"seed {self.seed}", f"nonce {self.nonce}" if self.nonce else "a replay of a given seed"]
         tests.append(
             {
                 "name": "grading (staff details)",
                 "score": 0,
                 "max_score": 0,
                 "visibility": "hidden",
-                "output": "; ".join([f"seed {self.seed}", f"namespace {self.namespace}", *self.staff]),
+                "output": "; ".join([*seeded, f"namespace {self.namespace}", *self.staff]),
             }
         )
         return {

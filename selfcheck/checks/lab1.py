@@ -79,21 +79,22 @@ def rpc_failed(e, port: int, method: str) -> CheckFailed:
 def local_counter(ctx: Context) -> None:
     """increase(key, amt) adds amt to the key's count and returns the new count"""
     key = f"check-{ctx.rng.randrange(10**6)}"
-    total = 0
+    amounts: list[int] = []  # every message shows the calls it follows from, so the total is a rule's
     for _ in range(3):
         amt = ctx.rng.randrange(1, 1000)
-        total += amt
+        amounts.append(amt)
         got = ctx.sub.value(f"increase({key!r}, {amt})")
         expect_equal(
             got,
-            total,
-            f"increase({key!r}, {amt}) after earlier calls on the same key",
+            sum(amounts),
+            f"increase({key!r}, {amt}) on a new key"
+            + (f", after increase({key!r}, a) for a in {amounts[:-1]}" if amounts[:-1] else ""),
             hint="Add amt to the count kept for key (a missing key starts at 0) and return the new count.",
         )
     expect_equal(
         ctx.sub.value(f"counts.get({key!r})"),
-        total,
-        f"counts[{key!r}] after the calls",
+        sum(amounts),
+        f"counts[{key!r}] after increase({key!r}, a) for a in {amounts} on a new key",
         hint="Keep the counts in the dict called counts.",
     )
 
@@ -168,24 +169,29 @@ def grpc_service(ctx: Context) -> None:
     M = messages()
     port = server_port(ctx)
     key = f"rpc-check-{ctx.rng.randrange(10**6)}"
-    total = rpc(port, "Get", M["GetRequest"](key=key)).total  # earlier runs may have counted already
+    start = rpc(port, "Get", M["GetRequest"](key=key)).total  # earlier runs may have counted already
+    amounts: list[int] = []  # every message shows what its total follows from
+
+    def calls() -> str:
+        return f"Get({key!r}) said {start}, then Increase({key!r}, a) for a in {amounts}"
+
     for _ in range(3):
-        amt = ctx.rng.randrange(1, 500)
-        total += amt
-        reply = rpc(port, "Increase", M["IncreaseRequest"](key=key, amount=amt))
+        amounts.append(ctx.rng.randrange(1, 500))
+        reply = rpc(port, "Increase", M["IncreaseRequest"](key=key, amount=amounts[-1]))
         expect_equal(
             reply.total,
-            total,
-            f"IncreaseReply.total after Increase({key!r}, {amt})",
+            start + sum(amounts),
+            f"IncreaseReply.total after the calls: {calls()}",
             hint="Increase must add to the stored count and reply with the new total, not the amount.",
         )
-    expect_equal(rpc(port, "Get", M["GetRequest"](key=key)).total, total, f"GetReply.total for {key!r}")
+    total = start + sum(amounts)
+    expect_equal(rpc(port, "Get", M["GetRequest"](key=key)).total, total, f"GetReply.total after the calls: {calls()}")
     # The notebook's own client must reach the same server.
     got = ctx.sub.value(f"rpc_increase({key!r}, 1)")
     expect_equal(
         got,
         total + 1,
-        f"rpc_increase({key!r}, 1) through your client stub",
+        f"rpc_increase({key!r}, 1) through your client stub, after the calls: {calls()}",
         hint="rpc_increase should go through your client stub to the running server and return the "
         "total from the reply, not the reply object or a local count.",
     )
@@ -237,10 +243,17 @@ def stream_matches_rpc(ctx: Context) -> None:
     # The truth above is the dataset's, which the notebook also has: consume_counts must also sum
     # a topic of the grader's own, with seeded keys and amounts nobody could know in advance.
     topic, seeded = graders_events(ctx)
-    expect_equal(
-        ctx.sub.value(f"dict(consume_counts({topic!r}))"),
-        seeded,
-        f"consume_counts({topic!r}) on a topic of the grader's own",
+    got = ctx.sub.value(f"dict(consume_counts({topic!r}))")
+    # The grader's sums are the truth of data the notebook had to read: only which keys are wrong
+    # is said, with the notebook's own values.
+    wrong = sorted(k for k in seeded if not isinstance(got, dict) or got.get(k) != seeded[k])
+    extra = sorted((k for k in got if k not in seeded), key=str) if isinstance(got, dict) else []
+    expect(
+        not (wrong or extra),
+        f"consume_counts({topic!r}) on a topic of the grader's own: {len(wrong)} of its {len(seeded)} keys' "
+        f"sums wrong or missing, {len(extra)} keys it does not hold",
+        expected="each key of the topic with the sum of its amounts over every record",
+        found=({k: got.get(k) for k in wrong[:3]} | {k: got[k] for k in extra[:2]}) if isinstance(got, dict) else got,
         hint="consume_counts(topic) must read the topic it is given, every partition from the "
         "beginning to the end offsets it had when it started, and sum each key's amounts.",
     )

@@ -230,11 +230,20 @@ def counts_survive_a_crash(ctx: Context) -> str:
         'the count in the app\'s state and run it with processing_guarantee="exactly-once": its output, its '
         "state's changelog and its offsets then commit together, in one transaction.",
     )
+    last = done.last[1] if done.last else {}
+    # The counts are of the grader's flights: the carriers that are wrong, with the app's counts.
+    wrong = sorted(c for c in set(truth) | set(last) if last.get(c) != truth.get(c))
     expect(
-        done.last is not None and done.last[1] == dict(truth),
-        f"the last count of each carrier in {short_name(counts)} (committed records) after {story}",
-        expected=dict(sorted(truth.items())),
-        found=dict(sorted((done.last[1] if done.last else {}).items())),
+        done.last is not None and last == dict(truth),
+        f"the last count of each carrier in {short_name(counts)} (committed records) after {story}: "
+        f"{len(wrong)} of {len(truth)} carriers wrong or missing"
+        + (
+            f" ({sum(1 for c in wrong if isinstance(last.get(c), int) and last[c] > truth[c])} too high)"
+            if wrong
+            else ""
+        ),
+        expected="each carrier of the grader's flights with how many of them it has",
+        found={c: last.get(c) for c in wrong[:4]},
         hint="Keep the count in the app's state (a stateful apply), where quixstreams backs it up in a changelog "
         "topic: a count kept in a Python dict or a file of your own is lost with the machine. Write each new count "
         'to COUNTS as {"carrier": ..., "count": ...}, keyed by the carrier.',
@@ -343,8 +352,8 @@ def join_finds_every_plane(ctx: Context) -> str:
     truth = {e["id"]: planes.get(e["tailnum"], {}).get("seats") for e in events}
     expect(
         set(by_id) == ids and all(len(s) == 1 for s in by_id.values()),
-        f"the flights in {short_name(output)}: each of the grader's {len(ids)} flights once",
-        expected=f"{len(ids)} flights, once each",
+        f"the flights in {short_name(output)}: each of the grader's flights once",
+        expected="every flight of the flights' topic, once each",
         found=f"{len(by_id)} flights ({len(ids - set(by_id))} missing, "
         f"{sum(len(s) > 1 for s in by_id.values())} more than once), {len(got)} records",
         hint="Write every flight to OUTPUT, with seats None when its plane is not in the table (a left join).",
@@ -354,7 +363,7 @@ def join_finds_every_plane(ctx: Context) -> str:
     expect(
         not wrong,
         f"the seats of each flight's plane in {short_name(output)}: {len(wrong)} of {len(ids)} wrong",
-        found="; ".join(f"{i}: {s} (should be {t})" for i, (s, t) in list(wrong.items())[:3]),
+        found="; ".join(f"{i}: {s} seats" for i, (s, _) in list(wrong.items())[:3]),  # not the grader's number
         hint=(
             f"{missed} flights found no plane although the table has it: the planes' topic was written with "
             "librdkafka's default partitioner (CRC32 of the key) and the flights keyed by their airport, so a plane's "

@@ -51,6 +51,22 @@ def shown(means: dict[str, float]) -> dict[str, float]:
     return {origin: round(mean, 2) for origin, mean in means.items()}
 
 
+def wrong_means(got, exact) -> list:
+    """The origins whose mean in `got` is not `exact`'s (as same_delays judges), that `got` lacks,
+    or that it has and `exact` does not: which keys differ, never the grader's means."""
+    if not isinstance(got, dict):
+        return sorted(exact)
+    bad = [o for o in exact if not (isinstance(got.get(o), (int, float)) and abs(got[o] - exact[o]) <= 0.005 + 1e-6)]
+    return sorted(bad) + sorted((o for o in got if o not in exact), key=str)
+
+
+def short_of_the_end(committed: dict, ends: dict) -> str:
+    """A group's committed offsets, and which partitions fall short of (or past) their end: the
+    group's own values, not the grader's ends (those count the grader's records)."""
+    off = sorted(p for p in ends if committed.get(p) != ends[p])
+    return f"{committed}: partitions {off} not at their end" if off else str(committed)
+
+
 def same_delays(got, exact) -> bool:
     # Compared with the unrounded mean: a mean such as 119.475 rounds to .47 in Python (its float is
     # 119.47499...) and to .48 after pandas sums in another order; both are within half a cent of it.
@@ -254,18 +270,26 @@ def delays_by_origin(ctx: Context) -> None:
     group = f"delays-check-{ctx.rng.randrange(10**6)}"
     exact = mean_delays(flights)
     got = ctx.sub.value(f"average_delay_by_origin({topic!r}, {group!r})")
+    # The grader's means are the truth of flights nobody could know: the message names the origins
+    # that differ and the notebook's own values, never the means (a result must not hand the next
+    # submission its answer).
+    wrong = wrong_means(got, exact)
     expect(
-        same_delays(got, exact),
-        f"average_delay_by_origin({topic!r}, {group!r}) on the grader's own flights",
-        shown(exact),
-        got,
+        not wrong,
+        f"average_delay_by_origin({topic!r}, {group!r}) on the grader's own flights: "
+        f"{len(wrong)} origin(s) wrong, missing or not among its flights: {wrong}",
+        expected="the mean dep_delay per origin of the flights on that topic (cancelled ones left out), "
+        "rounded to 2 decimals",
+        found=got,
         hint="Compute the means from the records you read from the topic you are given "
         "(decode each value with flight_pb2.Flight.FromString).",
     )
-    expect_equal(
-        committed_offsets(ctx, group, short_name(topic)),
-        end_offsets(ctx, short_name(topic)),
+    committed, ends = committed_offsets(ctx, group, short_name(topic)), end_offsets(ctx, short_name(topic))
+    expect(
+        committed == ends,
         f"offsets committed by group {ctx.group(group)} on the grader's topic",
+        expected="the end offset of every partition",
+        found=short_of_the_end(committed, ends),
         hint="Consume in lab.group(group), the group you are given, and commit before you close.",
     )
 
@@ -318,19 +342,32 @@ def earliest_and_latest(ctx: Context) -> str:
     topic = graders_topic(ctx, "count-check", PARTITIONS)
     send_flights(ctx, topic, graders_flights(ctx, ctx.rng.randrange(20, 90)))
     theirs = end_offsets(ctx, short_name(topic))
-    for reset, want_count in (("earliest", sum(theirs.values())), ("latest", 0)):
+    # How many messages the grader's topic holds is this part's answer: never in the message.
+    for reset, want_count, rule in (
+        ("earliest", sum(theirs.values()), "every message on the topic"),
+        ("latest", 0, "0: a new group with 'latest' reads only what comes after it joined"),
+    ):
         group = f"count-check-{reset}-{ctx.rng.randrange(10**6)}"
-        expect_equal(
-            ctx.sub.value(f"count_messages({topic!r}, {group!r}, {reset!r})"),
-            want_count,
-            f"count_messages on the grader's topic of {sum(theirs.values())} messages, a new group, "
-            f"auto_offset_reset={reset!r}",
+        got = ctx.sub.value(f"count_messages({topic!r}, {group!r}, {reset!r})")
+        expect(
+            got == want_count,
+            f"count_messages({topic!r}, {group!r}, {reset!r}) on a topic of the grader's, a new group, "
+            f"auto_offset_reset={reset!r}"
+            + (
+                f" ({'more' if got > want_count else 'fewer'} than the topic holds)"
+                if reset == "earliest" and isinstance(got, int)
+                else ""
+            ),
+            expected=rule,
+            found=got,
             hint="Count what a consumer of the topic you are given reads, in lab.group(group).",
         )
-        expect_equal(
-            committed_offsets(ctx, group, short_name(topic)),
-            theirs,
+        committed = committed_offsets(ctx, group, short_name(topic))
+        expect(
+            committed == theirs,
             f"offsets committed by group {ctx.group(group)} on the grader's topic",
+            expected="the end offset of every partition",
+            found=short_of_the_end(committed, theirs),
             hint="Close the consumer: kafka-python commits its position when it closes.",
         )
     return feedback

@@ -87,10 +87,15 @@ def measured_skew(ctx: Context) -> str:
     probe = graders_topic(ctx, "loads-probe", 3, protect=False)
     want = {p: ctx.rng.randrange(1, 40) for p in range(3)}
     fill(ctx, probe, want)
-    expect_equal(
-        ctx.sub.value(f"partition_loads({probe!r})"),
-        want,
-        f"partition_loads({probe!r}) on a topic of the grader's, with 3 partitions",
+    got = ctx.sub.value(f"partition_loads({probe!r})")
+    # The loads are the grader's, the answer itself: which partitions are wrong, with the notebook's values.
+    wrong = sorted(p for p in want if not isinstance(got, dict) or got.get(p) != want[p])
+    expect(
+        got == want,
+        f"partition_loads({probe!r}) on a topic of the grader's, with 3 partitions"
+        + (f": partitions {wrong} wrong or missing" if wrong else ": partitions it does not have"),
+        expected="{partition: the number of messages the broker holds in it} for partitions 0, 1 and 2",
+        found=got,
         hint="Ask the broker for each partition's end offset (a consumer's end_offsets); "
         "do not count the flights you sent.",
     )
@@ -171,11 +176,12 @@ def spread_hot_key(ctx: Context) -> None:
     fill(ctx, probe, loads)
     want = max(loads.values()) / sum(loads.values())
     got = ctx.sub.value(f"busiest_share({probe!r})")
+    number = isinstance(got, (int, float)) and not isinstance(got, bool)
     expect(
-        isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - want) < 1e-9,
-        f"busiest_share({probe!r}): the share (0 to 1) of a topic of the grader's in its busiest partition "
-        f"(loads {loads})",
-        expected=want,
+        number and abs(got - want) < 1e-9,
+        f"busiest_share({probe!r}): the share (0 to 1) of a topic of the grader's in its busiest partition"
+        + (f" ({'more' if got > want else 'less'} than it holds)" if number else ""),
+        expected="the busiest partition's messages divided by the topic's, a fraction from 0 to 1",
         found=got,
         hint="Measure the topic's loads with partition_loads, and give the busiest partition's share as a "
         "fraction from 0 to 1, not a percentage or a count.",
@@ -248,11 +254,14 @@ def remapping(ctx: Context) -> None:
             True
         ) / len(keys)
         got = ctx.sub.value(f"remapped_share({keys!r}, {before}, {after})")
+        number = isinstance(got, (int, float)) and not isinstance(got, bool)
+        # The keys are not in the message, so neither is their answer: only whether it is too high or low.
         expect(
-            isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - moved) < 1e-9,
+            number and abs(got - moved) < 1e-9,
             f"remapped_share(<{len(keys)} keys of the grader's>, {before}, {after}): the share (0 to 1) of "
-            f"keys whose partition changes when a topic grows from {before} to {after} partitions",
-            expected=moved,
+            f"keys whose partition changes when a topic grows from {before} to {after} partitions"
+            + (f" ({'more' if got > moved else 'less'} than the keys' own)" if number else ""),
+            expected="the keys whose murmur2 partition differs between the two counts, as a fraction of all keys",
             found=got,
             hint="Count the keys that land in another partition with `after` partitions than with `before`, "
             "as a fraction of all keys; remember that keys are hashed as bytes.",

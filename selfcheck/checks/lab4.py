@@ -44,6 +44,13 @@ CRASH_IDLE_S = 40  # the lone member of lab4-q3's crash test waits this long for
 # after it has read everything, so only commits made in its loop count
 
 
+def short_of_the_end(committed: dict, ends: dict) -> str:
+    """A group's committed offsets, and which partitions fall short of (or past) their end: the
+    group's own values, not the grader's ends (those count the grader's records)."""
+    off = sorted(p for p in ends if committed.get(p) != ends[p])
+    return f"{committed}: partitions {off} not at their end" if off else str(committed)
+
+
 def group_state(ctx: Context, group: str) -> dict:
     return ctx.admin.describe_groups([ctx.group(group)])[ctx.group(group)]
 
@@ -83,18 +90,29 @@ def two_groups_see_everything(ctx: Context) -> None:
     ctx.admin.delete_records({TopicPartition(topic, p): o for p, o in deleted.items()})
     group = f"count-check-{ctx.rng.randrange(10**6)}"
     kept = sum(theirs.values()) - sum(deleted.values())
-    expect_equal(
-        ctx.sub.value(f"count_in_group({topic!r}, {group!r})"),
-        kept,
-        f"count_in_group on the grader's topic ({sum(theirs.values())} offsets, the first "
-        f"{sum(deleted.values())} deleted)",
+    got = ctx.sub.value(f"count_in_group({topic!r}, {group!r})")
+    # How many the grader's topic holds is the answer: the message says only which way it is off.
+    off = (
+        " (more than it holds: deleted messages counted?)"
+        if isinstance(got, int) and got > kept
+        else " (fewer than it holds)"
+        if isinstance(got, int)
+        else ""
+    )
+    expect(
+        got == kept,
+        f"count_in_group({topic!r}, {group!r}) on a topic of the grader's whose oldest messages were deleted{off}",
+        expected="the messages the topic still holds, each counted once",
+        found=got,
         hint="Count the messages a consumer of the topic you are given reads, from the earliest offset "
         "still kept: end offsets count deleted messages too.",
     )
-    expect_equal(
-        committed_offsets(ctx, group, short_name(topic)),
-        theirs,
+    committed = committed_offsets(ctx, group, short_name(topic))
+    expect(
+        committed == theirs,
         f"offsets committed by {ctx.group(group)} on the grader's topic",
+        expected="the end offset of every partition",
+        found=short_of_the_end(committed, theirs),
         hint="Read in lab.group(group), the group you are given, and commit before you close.",
     )
 
@@ -202,19 +220,21 @@ def members_commit_everything(ctx: Context) -> None:
         lines = [ln for ln in r.output().splitlines() if ln.startswith("{")]
         expect(bool(lines), f"{MEMBER_SCRIPT} should print one JSON line when it stops", found=r.output()[-300:])
         reports.append(json.loads(lines[-1]))
-    ends = end_offsets(ctx, TOPIC)
-    expect_equal(
-        committed_offsets(ctx, group, TOPIC),
-        ends,
+    ends = end_offsets(ctx, TOPIC)  # the grader's records included: never in a message
+    committed = committed_offsets(ctx, group, TOPIC)
+    expect(
+        committed == ends,
         f"offsets committed by {ctx.group(group)}",
+        expected="the end offset of every partition (the grader's records included)",
+        found=short_of_the_end(committed, ends),
         hint="Commit after each batch you processed, so the group holds your offsets before a partition "
         "moves to another member and before the consumer closes.",
     )
     processed = sum(int(rep.get("records", 0)) for rep in reports)
     expect(
         processed >= sum(ends.values()),
-        "records the members report having processed",
-        expected=f"at least {sum(ends.values())} (the topic's records, the grader's included)",
+        "records the members report having processed (fewer than the topic holds)",
+        expected="at least the topic's records, the grader's included",
         found=processed,
         hint="Report the records your member's polls returned: the grader adds records of its own to the topic "
         "before it starts the members, so a count taken from the dataset or the demo is short.",
@@ -241,8 +261,8 @@ def commits_while_running(ctx: Context) -> None:
             "after it started and "
             + ("before it stopped" if run.proc.poll() is None else "until it stopped")
             + ", had committed less than the end",
-            expected=ends,
-            found=committed,
+            expected="the end offset of every partition (the grader's records included)",
+            found=short_of_the_end(committed, ends),
             hint="Commit after each batch you processed, inside the poll loop: a member that commits "
             "only when it stops loses nothing on a clean exit, and everything on a crash.",
         )
@@ -269,10 +289,15 @@ def lag_matches_the_broker(ctx: Context) -> None:
     )
     truth = {p: ends[p] - committed.get(p, 0) for p in ends}
     got = ctx.sub.value(f"lag({group!r}, {topic!r})")
-    expect_equal(
-        got,
-        truth,
-        f"lag({group!r}, {topic!r}) per partition",
+    # The lag the grader set is the answer: which partitions are wrong, with the notebook's values.
+    wrong = sorted(p for p in truth if not isinstance(got, dict) or got.get(p) != truth[p])
+    expect(
+        got == truth,
+        f"lag({group!r}, {topic!r}) per partition"
+        + (f": partitions {wrong} wrong or missing" if wrong else ": partitions the topic does not have"),
+        expected="{partition: its end offset minus the group's committed offset (0 if never committed)} "
+        "for every partition of the topic",
+        found=got,
         hint="Lag is how far the group's committed offset is behind the partition's end, for every partition "
         "of the topic (one never committed counts from 0); `group` is already a full group name.",
     )

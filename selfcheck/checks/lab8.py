@@ -76,11 +76,14 @@ def latencies_from_timestamps(ctx: Context) -> None:
     if wrong:
         i = wrong[0]
         seconds = all(abs(lat * 1000 - (before - ts)) < (after - before) + 1000 for lat, ts in zip(got, stamps))
+        # The ages come from the grader's timestamps: the message says which way the value is off.
+        low = got[i] < before - stamps[i] - CLOCK_SLACK_MS
         expect(
             False,
             f"latencies({topic!r}, {LATENCY_RECORDS}): {len(wrong)} of {LATENCY_RECORDS} are not the "
-            f"record's age when read (offset {i} first)",
-            expected=f"between {before - stamps[i]:.0f} and {after - stamps[i]:.0f} ms",
+            f"record's age when read (offset {i} first, {'younger' if low else 'older'} than it was)",
+            expected="the time the record was read minus its timestamp, in ms (between its age when the call "
+            "began and when it returned)",
             found=got[i],
             hint=("These look like seconds: give milliseconds. " if seconds else "")
             + "The grader stamped its records as made at different times, some a minute ago. A record's "
@@ -137,11 +140,14 @@ def percentiles_of_a_sample(ctx: Context) -> None:
     )
     for q, value in zip(PERCENTILES, got):
         lo, hi = acceptable(sample, q)
+        # The sample is the grader's and not in the message: so is not its percentile (which way is said).
         expect(
             lo - 1e-9 <= value <= hi + 1e-9,
             f"p{q} of {len(sample)} latencies (min {min(sample)}, "
-            f"mean {sum(sample) / len(sample):.3f}, max {max(sample)})",
-            expected=f"{lo}" if lo == hi else f"between {lo} and {hi}",
+            f"mean {sum(sample) / len(sample):.3f}, max {max(sample)}): "
+            + ("lower" if value < lo else "higher")
+            + " than any usual definition gives",
+            expected=f"the value {q}% of the way along the sorted latencies (nearest rank or interpolated)",
             found=value,
             hint="Sort the latencies: the p-th percentile is the value p% of the way along (numpy.percentile "
             "does it). Not the mean, not the maximum; and the list arrives in no particular order.",

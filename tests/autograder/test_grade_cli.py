@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import re
 import subprocess
 import sys
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -148,6 +151,86 @@ def test_the_seed_is_secret_and_replays_a_grading(cluster, tmp_path):
     assert scores(secret)["lab4-q4"] == 0
     staff = [t["output"] for t in secret["tests"] if t["visibility"] == "hidden"]
     assert any("seed" in o for o in staff) and "seed" not in secret["output"]
+
+
+def staff_details(data: dict) -> str:
+    return next(t["output"] for t in data["tests"] if t["name"] == "grading (staff details)")
+
+
+def seed_of(data: dict) -> int:
+    found = re.search(r"seed (\d+);", staff_details(data))
+    assert found, staff_details(data)
+    return int(found.group(1))
+
+
+def output_of(data: dict, label: str) -> str:
+    return next(t["output"] for t in data["tests"] if t["name"] == label)
+
+
+def test_each_grading_has_a_seed_of_its_own_and_seed_replays_one(cluster, tmp_path):
+    """The same notebook of the same student, graded twice: two seeds (each in the staff details,
+    with its nonce), two sets of the grader's inputs (lab1-q1's message names its seeded key);
+    `--seed` replays the first exactly."""
+    lab, nb = scenario_notebook("counter-overwrites", tmp_path)
+    _, first = grade(lab, nb, tmp_path / "a.json", None, "--student", "ada")
+    _, second = grade(lab, nb, tmp_path / "b.json", None, "--student", "ada")
+    assert seed_of(first) != seed_of(second), (staff_details(first), staff_details(second))
+    assert re.search(r"nonce \w+;", staff_details(first)) and re.search(r"nonce \w+;", staff_details(second))
+    assert scores(first) == scores(second)  # other data, the same mistake found
+    assert output_of(first, "lab1-q1") != output_of(second, "lab1-q1")
+    _, replayed = grade(lab, nb, tmp_path / "c.json", None, "--student", "ada", "--seed", str(seed_of(first)))
+    assert seed_of(replayed) == seed_of(first) and "a replay" in staff_details(replayed)
+    assert scores(replayed) == scores(first)
+    assert output_of(replayed, "lab1-q1") == output_of(first, "lab1-q1")
+
+
+# What a student types in after reading a failed result: average_delay_by_origin reads and commits
+# as asked (lab2-q4 checks the group's offsets), and returns, on the grader's topic, the values typed.
+TYPED_IN = """
+_computed = average_delay_by_origin
+TYPED = {typed!r}   # copied from the last result
+
+
+def average_delay_by_origin(topic, group):
+    means = _computed(topic, group)
+    return TYPED if group.startswith("delays-check") else means
+"""
+
+
+def typed_in(values: dict, tmp_path: Path) -> Path:
+    nb = Scenario("types-in-a-result", "lab2", "", (Edit("lab2-consume", "after", TYPED_IN.format(typed=values)),))
+    path = tmp_path / f"lab2-{uuid.uuid4().hex[:6]}.ipynb"
+    nbformat.write(nb.build(nbformat.read(SOLUTIONS / "lab2" / "lab2.ipynb", as_version=4)), path)
+    return path
+
+
+def graders_means(seed: int) -> dict[str, float]:
+    """The means of lab2-q4's own flights in the grading with this seed, worked out as the check
+    does (its topic's name first, then its flights)."""
+    from selfcheck.checks import lab2
+
+    rng = random.Random(f"{seed}:lab2-q4")
+    rng.randrange(10**6)  # graders_topic's name
+    return lab2.shown(lab2.mean_delays(lab2.graders_flights(SimpleNamespace(rng=rng), 150)))
+
+
+def test_a_failed_result_gives_the_next_submission_nothing_to_type_in(cluster, tmp_path):
+    """Issue 41: lab2-q4's message showed the means of the grader's own flights, and the next
+    submission typed them in for full marks. Now the message shows none of them, and even the
+    right values of one grading (worked out from its seed) fail the next: each grading has its own
+    data. Replayed with the first grading's seed, the same values pass: they were its answer."""
+    wrong = {"EWR": -999.0, "JFK": -999.0, "LGA": -999.0}
+    _, first = grade("lab2", typed_in(wrong, tmp_path), tmp_path / "a.json", None, "--student", "mallory")
+    assert scores(first)["lab2-q4"] == 0, output_of(first, "lab2-q4")
+    truth = graders_means(seed_of(first))
+    shown = {float(x) for x in re.findall(r"-?\d+\.\d+", first["output"] + output_of(first, "lab2-q4"))}
+    assert not shown & set(truth.values()), (truth, output_of(first, "lab2-q4"))
+    resubmitted = typed_in(truth, tmp_path)
+    _, second = grade("lab2", resubmitted, tmp_path / "b.json", None, "--student", "mallory")
+    assert seed_of(second) != seed_of(first)
+    assert scores(second)["lab2-q4"] == 0, output_of(second, "lab2-q4")
+    _, replayed = grade("lab2", resubmitted, tmp_path / "c.json", None, "--seed", str(seed_of(first)))
+    assert scores(replayed)["lab2-q4"] > 0, output_of(replayed, "lab2-q4")
 
 
 def test_no_sandbox_is_refused_where_bubblewrap_is_missing(cluster, tmp_path):

@@ -19,8 +19,21 @@ import nbformat
 import pytest
 
 from staff.corpus import scenarios
+from autograder import pipeline
 from autograder.gradescope import build, find_notebook, run, student_of
-from autograder.pipeline import RELEASE, SOLUTIONS, StudentError, course_cells, course_labs, graded_parts, grading_seed
+from autograder.pipeline import (
+    RELEASE,
+    SOLUTIONS,
+    InfrastructureError,
+    StudentError,
+    course_cells,
+    course_labs,
+    graded_parts,
+    grading_secret,
+    grading_seed,
+    lab_secret,
+)
+from autograder.results import GradingResult
 from cluster import settings
 from cluster.settings import jars_cache
 
@@ -134,6 +147,47 @@ def test_the_seed_comes_from_the_students_email(tmp_path):
     assert student_of(tmp_path / "missing.json") == ""
 
 
+def packaged_secret_of(zip_path: Path) -> str:
+    with zipfile.ZipFile(zip_path) as z:
+        return z.read("course/.grading-secret").decode().strip()
+
+
+def test_each_labs_zip_holds_that_labs_secret_alone(package, tmp_path, monkeypatch):
+    """One lab's zip gives neither the course's secret nor another lab's seeds; inside it, the
+    seeds are the ones the course's machine derives for that lab, so --seed replays locally."""
+    other = build(["lab2"], tmp_path)[0]
+    course = grading_secret().decode()
+    one, two = packaged_secret_of(package), packaged_secret_of(other)
+    assert course not in one and course not in two
+    assert one.startswith(f"lab-secret:{LAB}:") and two.startswith("lab-secret:lab2:")
+    assert one.split(":")[-1] != two.split(":")[-1]  # a secret per lab
+    assert one.split(":")[-1] == lab_secret(LAB).decode() != course
+    here = grading_seed(LAB, "ada@example.edu", "n1")
+    # as inside the unpacked zip: its .grading-secret, no course secret anywhere
+    (tmp_path / ".grading-secret").write_text(one + "\n")
+    monkeypatch.setattr(pipeline, "SECRET_FILE", tmp_path / ".grading-secret")
+    monkeypatch.delenv("COURSE_GRADING_SECRET", raising=False)
+    assert grading_seed(LAB, "ada@example.edu", "n1") == here
+    with pytest.raises(InfrastructureError, match=f"grading secret of {LAB} alone, not of lab2"):
+        lab_secret("lab2")
+
+
+def test_every_grading_has_a_seed_of_its_own_in_the_staff_details():
+    """The seed mixes in the grading's nonce: the same student's next grading gets other data.
+    Seed and nonce are staff-only details; a replay (a given seed) says so."""
+    seeds = {grading_seed(LAB, "ada@example.edu", pipeline.new_nonce()) for _ in range(5)}
+    assert len(seeds) == 5
+    assert grading_seed(LAB, "ada@example.edu", "x") == grading_seed(LAB, "ada@example.edu", "x")
+    assert grading_seed(LAB, "ada@example.edu", "x") != grading_seed("lab2", "ada@example.edu", "x")
+    graded = GradingResult(LAB, "n.ipynb", seed=123456789, nonce="abcdef0123", namespace="grade-lab1-x")
+    replayed = GradingResult(LAB, "n.ipynb", seed=123456789, namespace="grade-lab1-y")
+    for result, said in ((graded, "seed 123456789; nonce abcdef0123;"), (replayed, "seed 123456789; a replay")):
+        data = result.gradescope()
+        assert said in staff(data)
+        student_view = data["output"] + "".join(t["output"] for t in data["tests"] if t["visibility"] != "hidden")
+        assert "123456789" not in student_view and "abcdef0123" not in student_view
+
+
 def test_an_upload_without_the_notebook_gets_results_that_say_so(tmp_path):
     (tmp_path / "submission").mkdir()
     (tmp_path / "submission" / "counter.py").write_text("print('hi')\n")
@@ -243,12 +297,24 @@ def test_setup_then_run_autograder_grade_like_the_course(autograder):
     assert visible(right) == points, right["output"]
     assert "sandbox: an unprivileged user, uid" in staff(right)
     assert right["score"] == sum(points.values())
-    # the seed is the course's own for this student: a local regrade replays exactly this grading
-    assert f"seed {grading_seed(LAB, 'alice@example.edu')};" in staff(right)
+    # the package's seed is the one the course's machine derives for this student and this
+    # grading's nonce, from the lab's secret: a local `grade --seed` replays exactly this grading
+    assert f"seed {grading_seed(LAB, 'alice@example.edu', seed_of(right)[1])};" in staff(right)
     assert re.search(r"peak memory of the cluster and the grading: \d+ MB", staff(right))
 
     case = next(s for s in scenarios(LAB) if s.name == MISTAKE)
     wrong = submit(autograder, case.notebook(), "bob@example.edu")  # bubblewrap, where it works
     assert "sandbox: an unprivileged user" not in staff(wrong)
     assert visible(wrong) == {label: 0.0 if label in case.fails else p for label, p in points.items()}, wrong["output"]
+    # bob submits the same notebook again: a grading of its own, another seed, the same scores
+    again = submit(autograder, case.notebook(), "bob@example.edu")
+    assert seed_of(again) != seed_of(wrong) and visible(again) == visible(wrong), (staff(wrong), staff(again))
     assert stat.S_IMODE((autograder / "source/course/.grading-secret").stat().st_mode) == 0o600
+    assert grading_secret().decode() not in (autograder / "source/course/.grading-secret").read_text()
+
+
+def seed_of(results: dict) -> tuple[int, str]:
+    """The seed and nonce a result's staff details name."""
+    found = re.search(r"seed (\d+); nonce (\w+);", staff(results))
+    assert found, staff(results)
+    return int(found.group(1)), found.group(2)
