@@ -531,6 +531,7 @@ def run_notebook_and_checks(job: Job) -> None:
             student_user=account.username,
             own=job.own,
             kernel_ports=lambda: listening_ports(session.jail.processes()),
+            staff=job.result.staff,
         )
         start = time.monotonic()
         try:

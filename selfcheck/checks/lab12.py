@@ -181,11 +181,12 @@ def counts_survive_a_crash(ctx: Context) -> str:
     time.sleep(kill_after)  # a moment in the middle of the feed, not a wait for something
     ended = first.proc.poll()
     stop(first.proc)
-    # Another machine: none of the files run 1 wrote (its state folder, or any file of its own).
+    # Another machine: a new empty folder, HOME and TMPDIR (start's elsewhere), and none of the
+    # files run 1 wrote left in the notebook's folder either (its state folder, any file of its own).
     left = new_files(ctx, before, COUNTS_SCRIPT)
     for name in left:
         remove(ctx.workdir, name)
-    second = start(ctx, COUNTS_SCRIPT, flights, counts, state, tag="run 2 (elsewhere)")
+    second = start(ctx, COUNTS_SCRIPT, flights, counts, state, tag="run 2 (elsewhere)", elsewhere=True)
     feeder.join(60)
     found: dict[str, list] = {}
 
