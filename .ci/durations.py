@@ -20,17 +20,32 @@ def minutes(s: float) -> str:
     return f"{int(s // 60)}:{int(s % 60):02d}"
 
 
+def budgets() -> dict[str, float]:
+    """Each layer's budget in minutes, as tests/layers.py states it."""
+    import ast
+
+    tree = ast.parse((BUILD.parent / "tests" / "layers.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "BUDGET_MIN":
+            return ast.literal_eval(node.value)
+    return {}
+
+
 def layers() -> None:
     path = BUILD / "ci" / "layers.txt"
     if not path.exists():
         return
-    print("Layers (wall time):")
+    budget = budgets()
+    print("Layers (wall time, and the budget tests/layers.py gives each):")
     total = 0.0
     for line in path.read_text().splitlines():
         name, seconds, status = line.split()
         total += float(seconds)
-        print(f"  {name:<16} {minutes(float(seconds)):>6}  {status}")
-    print(f"  {'all':<16} {minutes(total):>6}")
+        within = ""
+        if name in budget:
+            within = f"budget {budget[name]:g} min" + (" (over)" if float(seconds) > 60 * budget[name] else "")
+        print(f"  {name:<16} {minutes(float(seconds)):>6}  {status:<8} {within}".rstrip())
+    print(f"  {'all':<16} {minutes(total):>6}  (CI's whole run: at most 60 min)")
 
 
 def slowest_tests(top: int) -> None:
