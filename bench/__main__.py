@@ -102,7 +102,7 @@ def bench_cluster(runs: int, cold_runs: int) -> list[tuple]:
 
 def bench_grading(runs: int, labs: list[str]) -> list[tuple]:
     """Grade each lab's solution `runs` times through the CLI: time, and whether the score
-    ever changes (it must not: same submission, same seed, same score)."""
+    ever changes (it must not: a solution scores full marks with every grading's seed)."""
     import json
 
     from autograder.pipeline import SOLUTIONS

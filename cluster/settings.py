@@ -269,7 +269,10 @@ ENVIRONMENT: dict[str, tuple[str | None, str]] = {
         "how graded code is jailed: bwrap (namespaces) or user (an unprivileged user of its "
         "own: containers without namespaces, e.g. Gradescope); unset: bwrap, else user as root",
     ),
-    "COURSE_GRADING_SECRET": (None, "the seeds' secret (e.g. on Gradescope); unset: the file .grading-secret"),
+    "COURSE_GRADING_SECRET": (
+        None,
+        "the course's secret, from which each lab's seeds come (a lab's Gradescope package holds only its lab's); unset: the file .grading-secret",
+    ),
     "COURSE_CGROUP_PARENT": (
         None,
         "cgroup v2: the group (a path under /sys/fs/cgroup, delegated to the grader) to "
