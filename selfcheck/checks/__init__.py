@@ -206,6 +206,14 @@ class Context:
         self.close()
 
 
+def partitions_wrong(truth: dict, got, otherwise: str = "partitions the topic does not have") -> str:
+    """The end of a per-partition answer's message: which partitions are wrong or missing, named
+    without the grader's values for them (the truth is the grader's, a resubmission must not read
+    it), or `otherwise` when every partition of the truth is right (so extra ones differ)."""
+    wrong = sorted(p for p in truth if not isinstance(got, dict) or got.get(p) != truth[p])
+    return f": partitions {wrong} wrong or missing" if wrong else f": {otherwise}"
+
+
 def run_cleanups(cleanup: list[Callable[[], None]]) -> list[str]:
     """Run every clean-up, last registered first, even when one fails; say which failed."""
     failed = []

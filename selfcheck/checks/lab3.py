@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from kafka.partitioner.default import murmur2
 
-from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
+from . import CheckFailed, Context, check, expect, expect_equal, partitions_wrong, prediction, prediction_feedback
 from .kafka_state import end_offsets, fill, graders_topic, read_all
 
 CARRIER_TOPIC, CARRIER_PARTITIONS = "by-carrier", 6
@@ -89,11 +89,10 @@ def measured_skew(ctx: Context) -> str:
     fill(ctx, probe, want)
     got = ctx.sub.value(f"partition_loads({probe!r})")
     # The loads are the grader's, the answer itself: which partitions are wrong, with the notebook's values.
-    wrong = sorted(p for p in want if not isinstance(got, dict) or got.get(p) != want[p])
     expect(
         got == want,
         f"partition_loads({probe!r}) on a topic of the grader's, with 3 partitions"
-        + (f": partitions {wrong} wrong or missing" if wrong else ": partitions it does not have"),
+        + partitions_wrong(want, got, "partitions it does not have"),
         expected="{partition: the number of messages the broker holds in it} for partitions 0, 1 and 2",
         found=got,
         hint="Ask the broker for each partition's end offset (a consumer's end_offsets); "

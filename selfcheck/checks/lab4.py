@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import time
 
-
 from cluster.waiting import wait_for
 
-from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
+from . import CheckFailed, Context, check, expect, expect_equal, partitions_wrong, prediction, prediction_feedback
 from .kafka_state import committed_offsets, end_offsets, fill, graders_topic, short_name
 from .scripts import start, stop, wait
 
@@ -290,11 +289,9 @@ def lag_matches_the_broker(ctx: Context) -> None:
     truth = {p: ends[p] - committed.get(p, 0) for p in ends}
     got = ctx.sub.value(f"lag({group!r}, {topic!r})")
     # The lag the grader set is the answer: which partitions are wrong, with the notebook's values.
-    wrong = sorted(p for p in truth if not isinstance(got, dict) or got.get(p) != truth[p])
     expect(
         got == truth,
-        f"lag({group!r}, {topic!r}) per partition"
-        + (f": partitions {wrong} wrong or missing" if wrong else ": partitions the topic does not have"),
+        f"lag({group!r}, {topic!r}) per partition" + partitions_wrong(truth, got),
         expected="{partition: its end offset minus the group's committed offset (0 if never committed)} "
         "for every partition of the topic",
         found=got,

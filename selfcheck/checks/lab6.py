@@ -9,7 +9,7 @@ import time
 
 from cluster.waiting import wait_for
 
-from . import CheckFailed, Context, check, expect, expect_equal, prediction, prediction_feedback
+from . import CheckFailed, Context, check, expect, expect_equal, partitions_wrong, prediction, prediction_feedback
 from .kafka_state import end_offsets, graders_topic, log_start_offsets, read_all, short_name
 
 FLIGHTS_OF_THE_DAY = 842  # flights of 1 January 2013 in the dataset
@@ -55,11 +55,9 @@ def missed_by_a_slow_group(ctx: Context) -> None:
     got = ctx.sub.value(f"missed({topic!r}, {group!r})")
     # The group's offsets and the log start offsets are the grader's, what missed() must find out:
     # the message names the partitions that are wrong, with the notebook's values, not theirs.
-    wrong = sorted(p for p in truth if not isinstance(got, dict) or got.get(p) != truth[p])
     expect(
         got == truth,
-        f"missed({topic!r}, {group!r}) per partition"
-        + (f": partitions {wrong} wrong or missing" if wrong else ": partitions the topic does not have"),
+        f"missed({topic!r}, {group!r}) per partition" + partitions_wrong(truth, got),
         expected="{partition: how many records were deleted before the group read them} for every partition: "
         "one behind the deletion, one ahead of it, one never committed",
         found=got,
