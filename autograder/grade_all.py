@@ -24,11 +24,13 @@ import logging
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import forked
 from .kernel import TOTAL_TIMEOUT_S
 from .pool import at_once, machine_cores
 from .results import visible_scores
@@ -178,9 +180,6 @@ def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
     results.parent.mkdir(parents=True, exist_ok=True)
     # -v: each step's time in the student's grading.log, for staff
     cmd = [
-        sys.executable,
-        "-m",
-        "autograder",
         "-v",
         "grade",
         lab,
@@ -237,22 +236,27 @@ def grade_one(lab: str, sub: Submission, out: Path, retries: int) -> Graded:
     )
 
 
-def run_to_deadline(cmd: list[str], deadline_s: float) -> subprocess.CompletedProcess:
-    """Run one grading; past its deadline, SIGTERM (the grader then deletes the grading's Kafka
-    user, topics, own cluster and folders), and SIGKILL only if that takes over STOP_GRACE_S.
-    TimeoutExpired when the deadline passed."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=deadline_s)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-        raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+def run_to_deadline(
+    argv: list[str], deadline_s: float, module: str = "autograder.__main__"
+) -> subprocess.CompletedProcess:
+    """Run one grading (`python -m module argv`, forked from a process that imported the grader
+    already: autograder/forked.py); past its deadline, SIGTERM (the grader then deletes the
+    grading's Kafka user, topics, own cluster and folders), and SIGKILL only if that takes over
+    STOP_GRACE_S. TimeoutExpired when the deadline passed."""
+    with tempfile.TemporaryDirectory(prefix="grade-all-") as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        proc = forked.start(module, argv, out, err)
+        proc.join(deadline_s)
+        if proc.exitcode is None:
+            proc.terminate()
+            proc.join(STOP_GRACE_S)
+            if proc.exitcode is None:
+                proc.kill()
+                proc.join()
+            raise subprocess.TimeoutExpired(argv, deadline_s)
+        return subprocess.CompletedProcess(
+            argv, proc.exitcode, out.read_text(errors="replace"), err.read_text(errors="replace")
+        )
 
 
 def kept(sub: Submission, out: Path) -> Graded:

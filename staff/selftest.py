@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import nbformat
@@ -133,54 +134,47 @@ def cpu_group() -> Path | None:
         return None
 
 
-def measured(cmd: list[str], timeout_s: float) -> tuple[int | None, str, str, float]:
-    """Run cmd to its end or its deadline: (its exit code, None if it was killed at the deadline;
-    its stdout; its stderr; the CPU seconds it used, with every process it started: from a
-    cpuacct group of its own where the machine has one, else what os.wait4 counts, which misses
-    the processes no one of its own waited for. Never the brokers')."""
+def _removed(folder: Path) -> bool:
+    folder.rmdir()  # possible once the grading's last process has ended (it kills what it started)
+    return True
+
+
+def measured(module: str, argv: list[str], timeout_s: float) -> tuple[int | None, str, str, float]:
+    """`python -m module argv` to its end or its deadline, forked from a process that imported
+    the grader already (autograder/forked.py): (its exit code, None if it was killed at the
+    deadline; its stdout; its stderr; the CPU seconds it used, with every process it started:
+    from a cpuacct group of its own where the machine has one, else what it and the children it
+    waited for used, which misses the processes no one of its own waited for. Never the brokers')."""
+    from autograder import forked
+
     group = cpu_group()
-    join = None
-    if group is not None:
-        procs = str(group / "cgroup.procs").encode()
-
-        def join() -> None:  # in the child, before exec: plain system calls, no locks
-            fd = os.open(procs, os.O_WRONLY)
-            os.write(fd, b"0")
-            os.close(fd)
-
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, preexec_fn=join)
-        hung = threading.Event()
-
-        def kill() -> None:
-            hung.set()
+    with tempfile.TemporaryDirectory(prefix="selftest-run-") as tmp:
+        out, err, cpu_file = Path(tmp) / "stdout", Path(tmp) / "stderr", Path(tmp) / "cpu"
+        proc = forked.start(
+            module, argv, out, err, cgroup_procs=group / "cgroup.procs" if group else None, cpu_file=cpu_file
+        )
+        proc.join(timeout_s)
+        hung = proc.exitcode is None
+        if hung:
             proc.kill()
-
-        timer = threading.Timer(timeout_s, kill)
-        timer.start()
+            proc.join()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        proc.returncode = code = os.waitstatus_to_exitcode(status)
-        cpu = usage.ru_utime + usage.ru_stime
+            cpu = float(cpu_file.read_text())
+        except (OSError, ValueError):
+            cpu = 0.0
         if group is not None:
             try:
                 cpu = int((group / "cpuacct.usage").read_text()) / 1e9
-                group.rmdir()  # empty once the grading has ended: it kills what it started
+                wait_for(partial(_removed, group), timeout_s=5, every_s=0.05, retry_on=(OSError,))
             except (OSError, ValueError):
                 pass
-        out.seek(0)
-        err.seek(0)
-        return None if hung.is_set() else code, out.read(), err.read(), cpu
+        code = proc.exitcode
+        return None if hung else code, out.read_text(errors="replace"), err.read_text(errors="replace"), cpu
 
 
 def run(case: Case, outdir: Path) -> Outcome:
     result = outdir / f"{case.lab}-{case.name}.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "autograder",
+    argv = [
         "grade",
         case.lab,
         str(case.notebook),
@@ -194,7 +188,7 @@ def run(case: Case, outdir: Path) -> Outcome:
     # the notebook's limit, plus what the lab's checks may take (lab 9 runs a Spark job three times)
     hung_after = TOTAL_TIMEOUT_S + policy(case.lab).checks_budget_s
     start = time.monotonic()
-    code, stdout, stderr, cpu = measured(cmd, hung_after)
+    code, stdout, stderr, cpu = measured("autograder.__main__", argv, hung_after)
     seconds = time.monotonic() - start
     if code is None:
         return Outcome(
@@ -221,10 +215,10 @@ def run_in_kernel(case: Case, outdir: Path) -> Outcome:
     """The case run as its student runs it (staff/as_student.py): each part scores its points
     when the self-check in the student's kernel passed it, for comparison with the grader's."""
     result = outdir / f"{case.lab}-{case.name}.kernel.json"
-    cmd = [sys.executable, "-m", "staff.as_student", case.lab, str(case.notebook), "--json", str(result)]
+    argv = [case.lab, str(case.notebook), "--json", str(result)]
     hung_after = TOTAL_TIMEOUT_S + policy(case.lab).checks_budget_s + 300
     start = time.monotonic()
-    code, stdout, stderr, cpu = measured(cmd, hung_after)
+    code, stdout, stderr, cpu = measured("staff.as_student", argv, hung_after)
     seconds = time.monotonic() - start
     if code is None:
         return Outcome(case, {}, f"the run did not end within {hung_after} s", seconds, 99, ["the run hung"], cpu)

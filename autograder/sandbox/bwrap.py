@@ -360,4 +360,4 @@ class Sandbox:
 
     def jail(self, pid: int | None) -> "Jail":
         """The running sandbox whose outer process is pid."""
-        return Jail(pid, supervised=self.user is not None)
+        return Jail(pid, supervised=self.user is not None, members=self.cgroups.members() if self.cgroups else None)

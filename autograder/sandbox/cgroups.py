@@ -246,6 +246,15 @@ class Cgroups:
         """The whole-sandbox bounds that do not hold here ("memory", "pids"); the rlimits still do."""
         return [bound for bound in BOUNDS if bound not in self.held]
 
+    def members(self) -> Path | None:
+        """The file that lists every process of the grading's sandboxes (cgroup.procs of its pids
+        group): a sandbox's processes are found among them, not among all the machine's (a class
+        graded many at a time runs hundreds). None where there is no such group of ours."""
+        for folder in self.dirs:
+            if self.kind == "v2" or folder.parent.parent.name == "pids":
+                return folder / "cgroup.procs"
+        return None
+
     def prefix(self) -> list[str]:
         if self.scope:
             return list(self.scope)

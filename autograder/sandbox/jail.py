@@ -43,20 +43,52 @@ def describe_process(p: psutil.Process) -> str:
         return f"{p.pid} (gone)"
 
 
+def descendants(root: int, members: Path) -> list[psutil.Process] | None:
+    """The processes listed in `members` (a cgroup.procs file) that descend from root, parents
+    before children; None if the file cannot be read (the caller looks at every process)."""
+    try:
+        pids = {int(line) for line in members.read_text().split()}
+    except (OSError, ValueError):
+        return None
+    children: dict[int, list[int]] = {}
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+        except OSError:
+            continue  # ended meanwhile
+        ppid = int(stat[stat.rfind(b")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop(0)
+        try:
+            found.append(psutil.Process(pid))
+        except psutil.Error:
+            continue
+        todo += children.get(pid, [])
+    return found
+
+
 class Jail:
     """A running sandbox, by the pid of its outer process (bwrap, or the user method's
     supervisor): freeze, thaw, kill, all at once."""
 
-    def __init__(self, pid: int | None, supervised: bool = False):
-        self.pid, self.supervised = pid, supervised
+    def __init__(self, pid: int | None, supervised: bool = False, members: Path | None = None):
+        self.pid, self.supervised, self.members = pid, supervised, members
         self.unfrozen: list[str] = []  # what a failed freeze could not stop: pid, name, state
 
     def processes(self) -> list[psutil.Process]:
         """Every process of the sandbox. Inside a PID namespace, orphans are adopted by its
         pid 1, and under the user method by its supervisor (a subreaper), so they stay
-        descendants of the outer process."""
+        descendants of the outer process. Where the grading's cgroup lists its processes
+        (`members`: no process of it can leave that group), they are looked for there only:
+        psutil's walk reads every process of the machine, dozens of times a grading."""
         try:
             root = psutil.Process(self.pid)
+            if self.members is not None:
+                found = descendants(root.pid, self.members)
+                if found is not None:
+                    return [root, *found]
             return [root, *root.children(recursive=True)]
         except (psutil.Error, TypeError, ValueError):
             return []

@@ -144,7 +144,7 @@ def test_a_cluster_that_is_down_scores_nobody(tmp_path):
     assert "NOT GRADED ada" in proc.stdout and "run grade-all again" in proc.stdout
 
 
-def test_a_grading_past_its_deadline_is_stopped_so_that_it_cleans_up(tmp_path):
+def test_a_grading_past_its_deadline_is_stopped_so_that_it_cleans_up(tmp_path, monkeypatch):
     """SIGTERM first (the grader deletes its Kafka user, topics, own cluster and folders on it),
     SIGKILL only after the grace: a SIGKILL alone left a lab 7 grading's brokers running."""
     import subprocess
@@ -152,13 +152,15 @@ def test_a_grading_past_its_deadline_is_stopped_so_that_it_cleans_up(tmp_path):
     from autograder.grade_all import grading_deadline, run_to_deadline
 
     marker = tmp_path / "cleaned"
-    code = (
+    (tmp_path / "slow_grading.py").write_text(
         "import signal, sys, time, pathlib\n"
-        f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(marker)!r}).write_text('yes'), sys.exit(1)))\n"
-        "time.sleep(60)\n"
+        "def main(argv):\n"
+        "    signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path(argv[0]).write_text('yes'), sys.exit(1)))\n"
+        "    time.sleep(60)\n"
     )
+    monkeypatch.syspath_prepend(str(tmp_path))  # the forked grading runs with this process's sys.path
     with pytest.raises(subprocess.TimeoutExpired):
-        run_to_deadline([sys.executable, "-c", code], deadline_s=1)
+        run_to_deadline([str(marker)], deadline_s=1, module="slow_grading")
     assert marker.read_text() == "yes"
     assert grading_deadline("lab9") > grading_deadline("lab1") >= 300 + 120
 
