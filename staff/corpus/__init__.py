@@ -21,8 +21,9 @@ The scenarios live in one file per lab, `labN.toml` beside this module, in three
     new = 'counts[key] = amt'            # kind "sub" (the default): old becomes new
 
 Other kinds (`kind = ...`): "replace" (the cell's source becomes `new`), "before"/"after" (a new
-cell), "copy" (a copy of the cell found by `old`, inserted after `cell`), "answers" (every
-answer cell becomes `new`, with {grade_id} filled in). Code goes in TOML's literal strings
+code cell), "markdown" (a new markdown cell after it, as a student's notes are), "copy" (a copy
+of the cell found by `old`, inserted after `cell`), "answers" (every answer cell becomes `new`,
+with {grade_id} filled in). Code goes in TOML's literal strings
 ('...' and '''...'''), so it reads as it runs. Code that several scenarios of a lab share
 is written once in the file's `[code]` table and named by `new = {code = "name"}`; a large
 text is made when the file loads, `{repeat = "0", times = 9437184}` (an attack's 9 MiB padding
@@ -37,14 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbformat.v4 import new_code_cell
+from nbformat.v4 import new_code_cell, new_markdown_cell
 
 
 @dataclass(frozen=True)
 class Edit:
     """Change one cell, found by its nbgrader id or by a snippet of its source.
     kind: "sub" (replace old by new in the cell), "replace" (the cell's whole source becomes new),
-    "before"/"after" (insert a new cell),
+    "before"/"after" (insert a new code cell), "markdown" (insert a new markdown cell after it),
     "copy" (insert after the cell a copy of the cell found by old), "answers" (every answer
     cell's source becomes new, with {grade_id} filled in; `cell` is not used)."""
 
@@ -92,8 +93,8 @@ class Scenario:
                 new = copy.deepcopy(nb.cells[find_cell(nb, e.old)])
                 index += 1
             else:
-                new = new_code_cell(e.new)
-                index += e.kind == "after"
+                new = new_markdown_cell(e.new) if e.kind == "markdown" else new_code_cell(e.new)
+                index += e.kind in ("after", "markdown")
             added += 1
             new.id = f"added-{added:02d}"  # the course's own cells keep their ids
             nb.cells.insert(index, new)
@@ -127,7 +128,7 @@ HERE = Path(__file__).parent
 GROUPS = ("scenario", "attack", "shortcut")  # in this order within a lab, as the self-test grades them
 SCENARIO_KEYS = {"name", "story", "fails", "note", "base", "edit"}
 EDIT_KEYS = {"cell", "kind", "old", "new"}
-EDIT_KINDS = {"sub", "replace", "before", "after", "copy", "answers"}
+EDIT_KINDS = {"sub", "replace", "before", "after", "markdown", "copy", "answers"}
 
 
 def lab_files() -> list[Path]:
