@@ -67,23 +67,26 @@ def names_table(rows: list[list]):
 def graders_names(ctx: Context, events: list[dict]) -> list[list]:
     """The course's airlines with a seeded tag in each name, as versions (carrier, name, since,
     until): one carrier of the day missing, one renamed at a seeded moment between its flights, one
-    whose only name starts halfway through its flights (those before have no name). A rename falls
-    on a half minute, never on a flight's time, so `until` inclusive or not is the same."""
+    whose only name starts halfway through its flights (those before have no name). The rename and
+    the late start each fall on the very minute one of that carrier's flights left (a seeded one of
+    the middle half), where the text's bounds differ from others: with since <= dep_time < until
+    that flight has the new name only; an inclusive `until` (between) gives it both names, an
+    exclusive `since` neither."""
     from cluster.lab import airlines
 
     tag = f" #{ctx.rng.randrange(1000, 10000)}"
-    busy: dict[str, list[datetime]] = defaultdict(list)
+    busy: dict[str, set[datetime]] = defaultdict(set)
     for e in events:
         if e["carrier"] != FAKE_CARRIER:
-            busy[e["carrier"]].append(when(e))
+            busy[e["carrier"]].add(when(e))
     often = sorted(c for c, times in busy.items() if len(times) >= 4)
     renamed, late = ctx.rng.sample(often, 2)
     gone = ctx.rng.choice(sorted(set(busy) - {renamed, late}))
 
-    def between(times: list[datetime]) -> datetime:
-        times = sorted(times)
-        a, b = times[len(times) // 4], times[3 * len(times) // 4]
-        return (a + (b - a) * ctx.rng.random()).replace(second=30, microsecond=0)
+    def on_a_flight(times: set[datetime]) -> datetime:
+        """A seeded departure minute of the middle half (the carrier's flights left before it and after)."""
+        moments = sorted(times)
+        return moments[ctx.rng.randrange(len(moments) // 4, 3 * len(moments) // 4)]
 
     rows = []
     for a in airlines():
@@ -91,13 +94,19 @@ def graders_names(ctx: Context, events: list[dict]) -> list[list]:
         if c == gone:
             continue
         if c == renamed:
-            at = between(busy[c])
+            at = on_a_flight(busy[c])
             rows += [[c, name, iso(SINCE_EVER), iso(at)], [c, f"{a['name']} (renamed){tag}", iso(at), None]]
         elif c == late:
-            rows.append([c, name, iso(between(busy[c])), None])
+            rows.append([c, name, iso(on_a_flight(busy[c])), None])
         else:
             rows.append([c, name, iso(SINCE_EVER), None])
     return rows
+
+
+def on_a_bound(rows: list[list], event: dict) -> bool:
+    """Whether the flight left at the very moment one of its carrier's names took effect or
+    stopped (no flight leaves at SINCE_EVER): where the bounds' rule alone decides its name."""
+    return any(c == event["carrier"] and event["dep_time"] in (since, until) for c, _, since, until in rows)
 
 
 def name_then(rows: list[list], carrier: str, t: datetime) -> str | None:
@@ -141,12 +150,20 @@ def joins_airline_names(ctx: Context) -> str:
         "stream on the left).",
     )
     twice = sorted(i for i, found in got.items() if len(found) > 1)
+    # Where the check saw the mistake: only on the flights that left at the very moment of a
+    # rename (the bounds' rule), or on others too (a condition without the time, or a wrong one).
+    event_of = {e["id"]: e for e in events}
+    at_bounds = lambda ids: bool(ids) and all(i in event_of and on_a_bound(table, event_of[i]) for i in ids)
     expect(
         not twice,
         f"flights that come out more than once, on {topic}",
         expected="each flight once",
         found=f"{len(twice)}, e.g. {twice[0]} with {got[twice[0]]}" if twice else "none",
-        hint="An airline renamed during the day has two rows in names: joined on the code alone, each of its "
+        hint="Only flights that left at the very moment their airline was renamed come out twice: they meet "
+        "the old name and the new one. until is excluded (the old name stopped at that moment) and since "
+        "included: since <= dep_time < until. between(since, until) includes both ends."
+        if at_bounds(twice)
+        else "An airline renamed during the day has two rows in names: joined on the code alone, each of its "
         "flights meets both. Join on the carrier and on the time: since <= dep_time < until (until null: "
         "the name still in use).",
     )
@@ -161,7 +178,11 @@ def joins_airline_names(ctx: Context) -> str:
         expected="every flight once, with the name its airline had in the names given when it left",
         found=f"wrong names: {len(wrong)} e.g. (id, your name) {wrong[:1]}; missing: {missing[:2]}; "
         f"not expected: {extra[:2]}",
-        hint="Use the names table you are given (the grader's differs from the course's, and changes names "
+        hint="Only flights that left at the very moment a name took effect (or stopped) have a wrong name or "
+        "none: since is included and until excluded, so such a flight has the name that starts then "
+        "(since <= dep_time < until; not since < dep_time, nor dep_time <= until)."
+        if not extra and at_bounds([i for i, _ in wrong] + missing)
+        else "Use the names table you are given (the grader's differs from the course's, and changes names "
         "during the day): a flight takes the row of its carrier whose since <= dep_time < until.",
     )
     predicted = prediction(
