@@ -220,16 +220,13 @@ def counts_survive_a_crash(ctx: Context) -> str:
         hint="The app runs until it is stopped (app.run()), as a service does; the grader stops it.",
     )
     repeated = {c: ns for c, ns in found.items() if ns != list(range(1, len(ns) + 1))}
+    seen = {trouble(ns, truth[c]) for c, ns in repeated.items()}
     expect(
         not repeated,
         f"each carrier's counts in {short_name(counts)} should be 1, 2, 3, ... once each (committed records), "
         f"after {story}",
         found={c: shorten(ns) for c, ns in sorted(repeated.items())[:3]},
-        hint="A count went back: the restarted app did not go on from where the first one had committed. Either "
-        "its count was kept outside the app's state (a dict, a file of its own: gone with the machine), or its "
-        "flights since the last commit were counted again after the restart (at-least-once, the default). Keep "
-        'the count in the app\'s state and run it with processing_guarantee="exactly-once": its output, its '
-        "state's changelog and its offsets then commit together, in one transaction.",
+        hint=COUNT_HINTS[next((k for k in COUNT_HINTS if k in seen), "repeats")],
     )
     last = done.last[1] if done.last else {}
     # The counts are of the grader's flights: the carriers that are wrong, with the app's counts.
@@ -250,6 +247,39 @@ def counts_survive_a_crash(ctx: Context) -> str:
         'to COUNTS as {"carrier": ..., "count": ...}, keyed by the carrier.',
     )
     return story + f"; {sum(truth.values())} flights of {len(truth)} carriers (with {FAKE_CARRIER}), counted once each"
+
+
+COUNT_HINTS = {  # what a carrier's counts show (trouble), and its cause; the first seen is said
+    "format": 'Each count must be a whole number: write {"carrier": ..., "count": n} for each new count.',
+    "skips": "A carrier's counts skip numbers (or start above 1): each is not the carrier's own count. A "
+    "stateful function's state belongs to the record's key, and the flights come keyed by their airport, so "
+    "the count is shared by the carriers of an airport. Re-key the flights by carrier first "
+    '(sdf.group_by("carrier"), through a repartition topic), then count.',
+    "lost": "A carrier's count started again from 1 after the restart, and ended short: the count did not come "
+    "back with the app. Keep it in the app's state (a stateful apply: state.get, state.set), which quixstreams "
+    "restores from its changelog topic on any machine; a dict, or a file of your own, is gone with the machine.",
+    # back to a number it had written, not short at the end: the check cannot tell which of two causes
+    "repeats": "A count went back: the restarted app did not go on from where the first one had committed. Either "
+    "its count was kept outside the app's state (a dict, a file of its own: gone with the machine), or its "
+    "flights since the last commit were counted again after the restart (at-least-once, the default). Keep "
+    'the count in the app\'s state and run it with processing_guarantee="exactly-once": its output, its '
+    "state's changelog and its offsets then commit together, in one transaction.",
+}
+
+
+def trouble(ns: list, truth: int) -> str:
+    """What is wrong with a carrier's counts, not 1, 2, 3, ...: "skips" (a number left out, or a
+    first count above 1: not the carrier's own count), "lost" (back to 1 and short of the truth at
+    the end: the count was gone after the restart, the flights before it not counted again),
+    "format" (a count that is no whole number), else "repeats" (back to a number already written:
+    an at-least-once app that had not committed yet starts again from 1 too, and ends right)."""
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in ns):
+        return "format"
+    if ns[0] != 1 or any(b > a + 1 for a, b in zip(ns, ns[1:])):
+        return "skips"
+    if any(b == 1 for b in ns[1:]) and ns[-1] < truth:
+        return "lost"
+    return "repeats"
 
 
 def shorten(ns: list) -> str:
