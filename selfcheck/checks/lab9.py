@@ -432,13 +432,47 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
             if blocked is not None
             else f"had not reached micro-batch {batch} after {JOB_DEADLINE_S} s"
         )
+        # The hint names what the checkpoint showed when the job ended first: no micro-batch where
+        # it was told to keep them, too few (each reading too much), or none that closed an hour.
+        hint = (
+            "Read at most 100 records per micro-batch (maxOffsetsPerTrigger), keep the "
+            f"checkpoint in {CHECKPOINT}/ and the output in {OUTPUT}/ (the arguments), and run "
+            "the query with trigger(availableNow=True) until it ends."
+        )
+        if ended == 0 and blocked is None:
+            logged = 0
+            while logged < 10_000 and batch_watermark(checkpoint, logged) is not None:
+                logged += 1
+
+            def closes_an_hour(b: int) -> bool:
+                now, before = batch_watermark(checkpoint, b), batch_watermark(checkpoint, b - 1)
+                return now is not None and before is not None and now // hour_ms > before // hour_ms
+
+            first_read = batch_end(checkpoint, 0)
+            if logged == 0:
+                hint = (
+                    f"The job ran, yet {CHECKPOINT}/offsets/ holds no micro-batch: keep the query's checkpoint in "
+                    "the folder the job is given (its third argument), the same every run, not a folder of its own."
+                )
+            elif logged <= fail_from:
+                hint = (
+                    f"The job's checkpoint holds {logged} micro-batch{'es' if logged != 1 else ''}"
+                    + (f" (the first read {first_read} records)" if first_read is not None else "")
+                    + ": too few, each reading too much. Read at most 100 records per micro-batch "
+                    "(maxOffsetsPerTrigger=100) and run the query with trigger(availableNow=True), which keeps "
+                    "that limit (trigger(once=True) reads everything in one)."
+                )
+            elif not any(closes_an_hour(b) for b in range(fail_from, logged)):
+                hint = (
+                    f"None of the job's micro-batches from {fail_from} on moved the watermark past the end of "
+                    "an hour (its checkpoint's offsets log says each one's): give dep_time a watermark of 30 "
+                    "minutes (withWatermark), so that each hour is written once it has passed."
+                )
         raise CheckFailed(
             f"the grader meant to make {JOB_SCRIPT} fail in a micro-batch from {fail_from} on that "
             f"closes an hour's window, but it {why}",
             found=run.output()[-600:] if ended else None,
-            hint="Read at most 100 records per micro-batch (maxOffsetsPerTrigger), keep the "
-            f"checkpoint in {CHECKPOINT}/ and the output in {OUTPUT}/ (the arguments), and run "
-            "the query with trigger(availableNow=True) until it ends.",
+            hint=hint,
         )
     if code != 0:
         last = (run.output().strip().splitlines() or ["(no output)"])[-1]
