@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 
+from . import class_sharing
 from . import settings as S
 from .accounts import Secrets
 from .errors import ClusterError
@@ -183,6 +184,7 @@ class Node:
             "-Xms64m",
             *S.BROKER_JVM_OPTS,
             *self.cfg.jvm_opts,
+            *class_sharing.jvm_options(java, classpath, self.dir),
             f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
             f"-Dkafka.logs.dir={self.dir}",
             self.marker,

@@ -1,0 +1,48 @@
+"""The brokers' class archive (cluster/class_sharing.py): made once from the nodes' class lists,
+then used by every JVM of that classpath; a JVM that refuses it would not start with -Xshare:on."""
+
+import subprocess
+
+from cluster import class_sharing, jars
+from cluster.java import java_executable
+
+
+def test_class_lists_become_an_archive_that_the_jvm_maps(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_JARS_CACHE", str(tmp_path / "cache"))
+    java, classpath = java_executable(), jars.kafka_classpath()
+    nodes = [tmp_path / "node-1", tmp_path / "node-2"]
+    for node in nodes:
+        node.mkdir()
+
+    # No archive yet: each node writes the classes it loads.
+    assert class_sharing.jvm_options(java, classpath, nodes[0]) == [
+        f"-XX:DumpLoadedClassList={nodes[0] / class_sharing.CLASS_LIST}"
+    ]
+    # Two lists, with what the JDK also writes there (lambda lines) and a line two JVMs mixed up.
+    (nodes[0] / class_sharing.CLASS_LIST).write_text(
+        "# NOTE: Do not modify this file.\njava/lang/Object\norg/apache/kafka/common/utils/Utils\n"
+        "@lambda-proxy java/lang/Runnable run ()V\n"
+    )
+    (nodes[1] / class_sharing.CLASS_LIST).write_text("java/lang/Object\norg/apache/kafka/common/Uuid\norg/apa@lam\n")
+    made = class_sharing.make_archive(java, classpath, nodes)
+    assert made is not None and made == class_sharing.archive(java, classpath) and made.stat().st_size > 0
+    assert not any((node / class_sharing.CLASS_LIST).exists() for node in nodes)  # used up
+
+    options = class_sharing.jvm_options(java, classpath, nodes[0])
+    assert options == [f"-XX:SharedArchiveFile={made}", "-Xshare:auto"]
+    mapped = subprocess.run(
+        [java, f"-XX:SharedArchiveFile={made}", "-Xshare:on", "-cp", ":".join(map(str, classpath)), "-version"],
+        capture_output=True,
+        text=True,
+    )
+    assert mapped.returncode == 0, mapped.stdout + mapped.stderr
+    # Made once: a second cluster's lists change nothing.
+    (nodes[0] / class_sharing.CLASS_LIST).write_text("java/lang/String\n")
+    assert class_sharing.make_archive(java, classpath, nodes) is None
+
+
+def test_another_classpath_has_another_archive(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_JARS_CACHE", str(tmp_path))
+    java, classpath = java_executable(), jars.kafka_classpath()
+    assert class_sharing.archive(java, classpath) != class_sharing.archive(java, classpath[:-1])
+    assert class_sharing.make_archive(java, classpath, [tmp_path / "no-node"]) is None  # nothing listed
