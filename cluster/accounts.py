@@ -261,7 +261,10 @@ def grant(admin, account: Account, namespace: str) -> None:
 
 def allow_cluster_view(admin, user: str) -> None:
     """Let a user see the cluster as a whole (its brokers, the controllers' quorum): on a
-    cluster of the student's own (lab 7), where the quorum is part of the lesson."""
+    cluster of the student's own (lab 7), where the quorum is part of the lesson. Kafka has one
+    cluster-level DESCRIBE: it also lets the user list every ACL (DescribeAcls), every SCRAM
+    user (DescribeUserScramCredentials), every group, the log dirs and reassignments; so never
+    on a cluster others use, nor on a grading's (own._with_user)."""
     from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
 
     acl = ACL(

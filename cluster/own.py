@@ -99,7 +99,8 @@ class OwnCluster:
         return {"bootstrap_servers": self.bootstrap_servers, **self.account.kafka_python()}
 
     def admin(self, **overrides):
-        """An admin client with your login (your topics, and a view of the whole cluster)."""
+        """An admin client with your login (your topics, the brokers; on a cluster you run, the
+        controllers' quorum too)."""
         from .clients import admin_client
 
         return admin_client("own-cluster", self.connection, **{"request_timeout_ms": 10_000, **overrides})
@@ -176,9 +177,10 @@ class OwnCluster:
             self._lock_fd = None
 
 
-def start(home: Path, namespace: str, echo=print) -> OwnCluster:
+def start(home: Path, namespace: str, echo=print, view: bool = False) -> OwnCluster:
     """Start a fresh own cluster in `home` (its old content is deleted) with a user for
-    `namespace`; the caller owns it and calls down()."""
+    `namespace`; the caller owns it and calls down(). view: the user may also see the cluster
+    as a whole (see _with_user); a grading's cluster is started without."""
     from .brokers import Cluster
 
     base, fd = _lock_free_port_base()
@@ -189,7 +191,7 @@ def start(home: Path, namespace: str, echo=print) -> OwnCluster:
         cluster = Cluster(own_settings(home, base))
         try:
             cluster.up(echo=echo)
-            own = _with_user(cluster, namespace)
+            own = _with_user(cluster, namespace, view=view)
         except BaseException:  # no broker outlives a start that failed half-way
             cluster.down(wipe=True)
             raise
@@ -200,10 +202,18 @@ def start(home: Path, namespace: str, echo=print) -> OwnCluster:
     return own
 
 
-def _with_user(cluster, namespace: str) -> OwnCluster:
+def _with_user(cluster, namespace: str, view: bool) -> OwnCluster:
+    """The namespace's login on the cluster: its namespace's topics, groups and transactional ids
+    (accounts.grant), as on the course's cluster. Nothing cluster-wide on a grading's cluster:
+    its graded cells and the student's scripts the checks run need none (the checks ask as its admin),
+    and Kafka's one cluster-level DESCRIBE would also list every user and every ACL. view=True on
+    a cluster the student runs: lab 7's demonstrations read the controllers' quorum with the
+    student's login (DescribeQuorum needs that DESCRIBE), and there the student holds the
+    cluster's admin password anyway (secrets.json in its folder), so it hides nothing."""
     account = cluster.add_student(namespace)
-    with cluster.admin() as admin:
-        accounts.allow_cluster_view(admin, account.username)
+    if view:
+        with cluster.admin() as admin:
+            accounts.allow_cluster_view(admin, account.username)
     return OwnCluster(cluster.cfg.bootstrap_servers, account, cluster)
 
 
@@ -243,11 +253,11 @@ def own_cluster(namespace: str | None = None) -> OwnCluster:
         return _mine[ns]
     cluster = running()
     if cluster is not None and cluster.is_running():  # an earlier kernel's, whole: kept
-        own = _with_user(cluster, ns)
+        own = _with_user(cluster, ns, view=True)
     else:  # none, or one left half-broken by an interrupted demo: its data was throwaway
         if cluster is not None:
             cluster.down(wipe=True)
-        own = start(own_home(), ns)
+        own = start(own_home(), ns, view=True)
     atexit.register(own.down)
     _mine[ns] = own
     return own
