@@ -82,6 +82,17 @@ def cmd_jars(c: Cluster, a) -> None:
             )
     else:
         print(f"All jars match {jars.LOCK_FILE.name}.")
+    # Spark's drivers start from a class archive of this machine (cluster/class_sharing.py): made
+    # once here, by a driver of the kit's own (a minute); without it they start as before.
+    from .class_sharing import make_spark_archive
+    from .java import java_executable
+
+    made, why = make_spark_archive(java_executable())
+    print(
+        f"Spark's class archive: {made}"
+        if made
+        else f"Spark's class archive not made ({why}); drivers start without it."
+    )
 
 
 def _admin():

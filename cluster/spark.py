@@ -91,6 +91,7 @@ def spark_session(app_name: str = "kafka-course", master: str | None = None, **c
     builder = SparkSession.builder.appName(app_name).master(master)
     settings = dict(LAPTOP_CONF, **{"spark.jars": ",".join(str(p) for p in connector_jars())})
     settings["spark.driver.extraJavaOptions"] += f" -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+    settings["spark.driver.extraJavaOptions"] += driver_class_archive()
     if master.startswith("local"):
         # Python workers with the kernel's own interpreter: Spark starts `python3` from the PATH
         # otherwise, which on many laptops is another Python, without pyspark's packages.
@@ -103,6 +104,18 @@ def spark_session(app_name: str = "kafka-course", master: str | None = None, **c
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def driver_class_archive() -> str:
+    """The driver's options that map the class archive `make jars` made (cluster/class_sharing.py), or ""."""
+    from .class_sharing import spark_options
+    from .errors import ClusterError
+    from .java import java_executable
+
+    try:
+        return spark_options(java_executable())
+    except ClusterError:  # no Java: Spark says so itself, in its own words
+        return ""
 
 
 STANDALONE_READY_S = 90  # for the master to start and the worker to register with it

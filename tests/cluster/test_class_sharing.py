@@ -46,3 +46,25 @@ def test_another_classpath_has_another_archive(tmp_path, monkeypatch):
     java, classpath = java_executable(), jars.kafka_classpath()
     assert class_sharing.archive(java, classpath) != class_sharing.archive(java, classpath[:-1])
     assert class_sharing.make_archive(java, classpath, [tmp_path / "no-node"]) is None  # nothing listed
+
+
+def test_spark_drivers_map_the_archive_make_jars_made():
+    """`make jars` (CI's first step) makes the drivers' archive; spark_session's drivers get the
+    options that map it, and a JVM with Spark's classpath maps it with -Xshare:on (which refuses
+    to start on an archive it cannot use)."""
+    import pytest
+
+    from cluster.spark import driver_class_archive
+
+    java = java_executable()
+    archive = class_sharing.spark_archive(java)
+    if not archive.exists():
+        pytest.skip(f"no Spark class archive at {archive}: `python -m cluster jars` makes it")
+    assert f"-XX:SharedArchiveFile={archive}" in driver_class_archive()
+    classpath = archive.with_suffix(".classpath").read_text()
+    mapped = subprocess.run(
+        [java, f"-XX:SharedArchiveFile={archive}", "-Xshare:on", "-cp", classpath, "-version"],
+        capture_output=True,
+        text=True,
+    )
+    assert mapped.returncode == 0, mapped.stdout + mapped.stderr
