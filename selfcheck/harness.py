@@ -1,7 +1,7 @@
 """Run a student's script, and crash it on purpose in the middle of a write.
 
     python -m selfcheck.harness [--crash-on-write NAME:N] [--crash-on-send N] [--crash-after-commit N]
-                                 [--crash-after SECONDS] script.py ARGS...
+                                 [--crash-after SECONDS] [--stop-spark] script.py ARGS...
 
 --crash-on-write NAME:N SIGKILL the script in the middle of the N-th write to a file whose name
                         starts with NAME: half the data is on disk, then it dies, as in a power
@@ -16,6 +16,10 @@
                         would hide a mistake that repeats a batch.
 --crash-after SECONDS   SIGKILL the script after SECONDS, wherever it is (by hand; when grading,
                         the grader kills the script's sandbox from outside instead).
+--stop-spark            when the script ends, stop the Spark session it left running, as its
+                        driver's JVM does by itself when Python exits outside a sandbox: the
+                        driver finishes writing its event log (lab 9 reads it) before the
+                        sandbox ends and kills what is left in it.
 
 The grader runs this inside the script's sandbox. The exit status tells what happened: -9
 (137 from a sandbox) for a planned crash.
@@ -170,6 +174,7 @@ def main(argv=None) -> None:
     p.add_argument("--crash-on-send", type=int, metavar="N")
     p.add_argument("--crash-after-commit", type=int, metavar="N")
     p.add_argument("--crash-after", type=float, metavar="SECONDS")
+    p.add_argument("--stop-spark", action="store_true")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
@@ -189,7 +194,22 @@ def main(argv=None) -> None:
     # with the harness loaded: the grader starts it with -P, so nothing in the working folder can
     # stand in for the harness or what it patches.
     sys.path.insert(0, os.path.dirname(os.path.abspath(a.script)))
-    runpy.run_path(a.script, run_name="__main__")
+    try:
+        runpy.run_path(a.script, run_name="__main__")
+    finally:
+        if a.stop_spark:
+            stop_spark()
+
+
+def stop_spark() -> None:
+    """Stop the SparkContext the script left running, if any (its driver closes its event log)."""
+    context = getattr(sys.modules.get("pyspark"), "SparkContext", None)
+    active = getattr(context, "_active_spark_context", None)
+    if active is not None:
+        try:
+            active.stop()
+        except Exception:  # the script's error, if any, is what its run reports
+            pass
 
 
 if __name__ == "__main__":

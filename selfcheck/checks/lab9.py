@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
-from cluster.safe_files import kind, list_dir, make_dirs, remove
+from cluster.safe_files import RefusedPath, kind, list_dir, make_dirs, read_chunk, remove
 
 from . import (
     CheckFailed,
@@ -39,9 +40,9 @@ from .flights import (
     send,
     when,
 )
-from .kafka_state import read_all, short_name
+from .kafka_state import end_offsets, read_all, short_name
 from .spark_labs import MAX_OUTPUT_ROWS, SPARK_POLICY, SPARK_VALUE_S, no_links
-from .scripts import read_student_file, start, stop, wait
+from .scripts import read_student_file, run_folder, start, stop, wait
 
 JOB_SCRIPT = "delays_job.py"
 OUTPUT, CHECKPOINT = "hourly", "hourly-checkpoint"  # the job's folders, in the notebook's folder
@@ -50,7 +51,7 @@ JOB_DEADLINE_S = 120  # one run of the job (Spark's start included)
 POLICY = replace(SPARK_POLICY, checks_budget_s=3 * JOB_DEADLINE_S + 300)  # the job's three runs and the other checks
 # What in_sandbox.call runs in the grading's sandbox: these open the student's files (Parquet
 # parts) with plain file APIs, where a link reaches only what the sandbox shows.
-IN_SANDBOX = ("output_rows", "committed_files")
+IN_SANDBOX = ("output_rows", "committed_files", "spark_events")
 SPARK_FOOTER = {b"org.apache.spark.version", b"org.apache.spark.sql.parquet.row.metadata"}
 SPARK_DRIVER = "org.apache.spark.deploy.SparkSubmit"  # the JVM pyspark starts for a session
 
@@ -373,8 +374,19 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
     puts a folder where its commit file will go, so Spark cannot write it and the query stops
     with an error. A sink that cannot tell a repeated batch from a new one then writes that
     batch's rows twice when the job is restarted."""
-    run = start(ctx, JOB_SCRIPT, topic, OUTPUT, CHECKPOINT, tag=tag)
-    driver = DriverWatch(run.proc.pid)
+    events = run_folder(ctx, ctx.workdir, ctx.sandbox)  # new and empty, the run's sandbox may write it
+    run = start(
+        ctx,
+        JOB_SCRIPT,
+        topic,
+        OUTPUT,
+        CHECKPOINT,
+        tag=tag,
+        harness=("--stop-spark",),
+        env={"PYSPARK_SUBMIT_ARGS": event_log_args(events)},
+    )
+    driver = DriverWatch(run.proc.pid, events)
+    ctx.scratch.setdefault("lab9-event-logs", []).append((tag, events, driver.logs))
     if fail_from is None:
         code = wait(run, JOB_DEADLINE_S)
         driver.stop()
@@ -519,12 +531,16 @@ def main_class(args: list[str]) -> str | None:
 
 class DriverWatch:
     """Whether a Spark driver ran among a script's processes: a thread looks at the process tree
-    (in the sandbox when grading) every half second until stop()."""
+    (in the sandbox when grading) every half second until stop(). With `events` (the folder the
+    grader gave the driver for its event log), also which files there a driver held open: the
+    event logs that driver wrote, not files another process put beside them."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, events: Path | None = None):
         import threading
 
         self.pid, self.seen, self.looks = pid, False, 0
+        self.events = os.path.realpath(events) if events is not None else None
+        self.logs: set[str] = set()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
@@ -532,7 +548,7 @@ class DriverWatch:
     def _watch(self) -> None:
         import psutil
 
-        while not self.seen and not self._done.is_set():
+        while not (self.seen and (self.logs or self.events is None)) and not self._done.is_set():
             try:
                 procs = psutil.Process(self.pid).children(recursive=True)
             except psutil.Error:
@@ -541,6 +557,12 @@ class DriverWatch:
                 try:
                     if is_spark_driver(p):
                         self.seen = True
+                        if self.events is not None:
+                            self.logs.update(
+                                os.path.basename(f.path)
+                                for f in p.open_files()
+                                if os.path.dirname(f.path) == self.events
+                            )
                 except psutil.Error:
                     pass
             self.looks += 1
@@ -549,6 +571,251 @@ class DriverWatch:
     def stop(self) -> None:
         self._done.set()
         self._thread.join(5)
+
+
+# --- Spark's own account of the job: the event log the grader has its driver keep ------------
+# The job's files say what any process can write: a footer naming parquet-mr, a _spark_metadata
+# log and a checkpoint are a few lines each (a pyarrow job beside an idle Spark session, its
+# footer patched, passed on them). So the grader has each run's driver keep Spark's event log
+# (spark.eventLog.*, through PYSPARK_SUBMIT_ARGS) in a new folder of the grader's, and reads only
+# the files there that the JVM it saw as the driver (/proc: the JDK's java running SparkSubmit)
+# held open. Spark's listener bus writes in it each micro-batch's progress (its source's end
+# offsets, its watermark, its sink) and each task's output (bytes and records, by micro-batch).
+# That account must agree with what the grader reads itself: every micro-batch of the checkpoint's
+# commit log reported with the offsets and watermark of its offset log, the last one at the end
+# the brokers give for the topic, and the files of the sink's log exactly the bytes and rows
+# Spark's tasks wrote. Faking it means writing Spark's events by hand into the log Spark is
+# writing, consistent with the brokers and with the byte sizes of one's own Parquet files: far
+# more than the ten lines of the query. Not the UI's REST API (the solution, like many jobs,
+# turns the UI off, and a short run can end between two looks), nor a listener on a socket (none
+# in Spark's jars reports micro-batches: it would take Java of the course's own).
+EVENT_LOG_BYTES = 64 * 2**20  # of one run's event log (a lab's run writes 1 to 3 MB)
+EVENT_LINE_BYTES = 4 * 2**20  # of one event (a query's plan: tens of kB)
+MAX_EVENT_ITEMS = 100_000  # progress reports and stages kept from all the logs
+EVENTS = {  # the events read (Spark writes "Event" first); every other line is skipped unparsed
+    b'{"Event":"SparkListenerJobStart",': "job",
+    b'{"Event":"SparkListenerTaskEnd",': "task",
+    b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",': "progress",
+}
+EVENT_LOG_HINT = (
+    "The grader reads what Spark itself reports of the job, in the event log it has the job's driver keep: "
+    "leave Spark's spark.eventLog.* settings and PYSPARK_SUBMIT_ARGS as they are."
+)
+
+
+def event_log_args(folder: Path) -> str:
+    """PYSPARK_SUBMIT_ARGS for a driver that keeps its event log in `folder`: one file of JSON
+    lines, uncompressed (nothing to decompress, so nothing to bound but the bytes read)."""
+    conf = {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": Path(folder).resolve().as_uri(),
+        "spark.eventLog.compress": "false",
+        "spark.eventLog.rolling.enabled": "false",
+    }
+    return " ".join(f"--conf {shlex.quote(f'{k}={v}')}" for k, v in conf.items()) + " pyspark-shell"
+
+
+def event_lines(workdir: Path, relative: Path):
+    """An event log's lines, read a MiB at a time, as a file the student's code could write:
+    at most EVENT_LOG_BYTES in all, none longer than EVENT_LINE_BYTES."""
+    offset, rest = 0, b""
+    while chunk := read_chunk(workdir, relative, offset):
+        offset += len(chunk)
+        expect(
+            offset <= EVENT_LOG_BYTES,
+            f"the Spark event log {relative.name} holds more than {EVENT_LOG_BYTES:,} bytes",
+            hint=EVENT_LOG_HINT,
+        )
+        *lines, rest = (rest + chunk).split(b"\n")
+        for line in (*lines, rest):
+            expect(
+                len(line) <= EVENT_LINE_BYTES,
+                f"the Spark event log {relative.name} has a line of more than {EVENT_LINE_BYTES:,} bytes",
+                hint=EVENT_LOG_HINT,
+            )
+        yield from lines
+    if rest:
+        yield rest
+
+
+def spark_events(where: str | Path, logs: list) -> dict:
+    """What the event logs (logs: [folder, [file names]] in the working folder) report of the
+    streaming queries: each micro-batch's progress (query, batch, sink, its sources' end
+    offsets, watermark) and what the tasks of each (query, micro-batch) wrote ([query, batch,
+    bytes, records]); and the files the sink's log of OUTPUT/ lists ([files, bytes, rows]).
+    Run in the grading's sandbox (in_sandbox): the logs and files are the student's to write."""
+    import pyarrow.parquet as pq
+
+    workdir = Path(where)
+    progress: list[dict] = []
+    writes: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
+    read: list[str] = []
+    for folder, names in logs:
+        for name in sorted(names)[:4]:
+            # The driver renames its log from NAME.inprogress to NAME when it stops.
+            found = [
+                Path(folder, n)
+                for n in (name.removesuffix(".inprogress"), name)
+                if kind(workdir, Path(folder, n)) == "file"
+            ]
+            if not found:
+                continue
+            read.append(found[0].name)
+            stages: dict[int | None, tuple[str, int]] = {}  # stage -> (query, micro-batch)
+            try:
+                for line in event_lines(workdir, found[0]):
+                    what = next((w for prefix, w in EVENTS.items() if line.startswith(prefix)), None)
+                    try:
+                        event = json.loads(line) if what else None
+                    except ValueError:
+                        event = None
+                    if not isinstance(event, dict):
+                        continue
+                    if what == "progress" and isinstance(p := event.get("progress"), dict):
+                        progress.append(progress_report(p))
+                    elif what == "job":  # a job of a micro-batch: its stages are the micro-batch's
+                        query = entry(event, "Properties", "sql.streaming.queryId")
+                        batch, ids = entry(event, "Properties", "streaming.sql.batchId"), event.get("Stage IDs")
+                        if (
+                            isinstance(query, str)
+                            and isinstance(batch, str)
+                            and batch.isdigit()
+                            and isinstance(ids, list)
+                        ):
+                            stages.update((s, (query, int(batch))) for s in ids if whole(s) is not None)
+                    elif what == "task" and (key := stages.get(whole(event.get("Stage ID")))) is not None:
+                        if entry(event, "Task End Reason", "Reason") == "Success":
+                            writes[key][0] += (
+                                whole(entry(event, "Task Metrics", "Output Metrics", "Bytes Written")) or 0
+                            )
+                            writes[key][1] += (
+                                whole(entry(event, "Task Metrics", "Output Metrics", "Records Written")) or 0
+                            )
+                    expect(
+                        len(progress) + len(stages) <= MAX_EVENT_ITEMS,
+                        f"the Spark event log {found[0].name} reports more than {MAX_EVENT_ITEMS:,} micro-batches and stages",
+                        hint=EVENT_LOG_HINT,
+                    )
+            except RefusedPath as e:
+                raise CheckFailed(
+                    f"the Spark event log {found[0].name} could not be read: it {e.why}", hint=EVENT_LOG_HINT
+                ) from None
+    files = committed_files(workdir / OUTPUT) or []
+    size = rows = 0
+    for f in files:
+        try:
+            size += os.lstat(f).st_size
+            rows += pq.ParquetFile(f).metadata.num_rows  # the footer only (output_rows read them first)
+        except Exception:  # a file gone or torn since output_rows read it
+            size = rows = -1
+            break
+    return {
+        "read": read,
+        "progress": progress,
+        "writes": [[q, b, *v] for (q, b), v in writes.items()],
+        "files": [len(files), size, rows],
+    }
+
+
+def entry(value, *keys):
+    """value[k1][k2]... where each is a JSON object; None where one is not."""
+    for k in keys:
+        value = value.get(k) if isinstance(value, dict) else None
+    return value
+
+
+def progress_report(p: dict) -> dict:
+    """One micro-batch's progress (a StreamingQueryProgress, as the event log holds it)."""
+    ends = []
+    sources = p.get("sources")
+    for source in sources if isinstance(sources, list) else []:
+        end = source.get("endOffset") if isinstance(source, dict) else None
+        try:
+            ends.append(json.loads(end) if isinstance(end, str) else end)
+        except ValueError:
+            ends.append(None)
+    sink, times = p.get("sink"), p.get("eventTime")
+    watermark = times.get("watermark") if isinstance(times, dict) else None
+    return {
+        "query": str(p.get("id")),
+        "batch": whole(p.get("batchId")),
+        "sink": sink.get("description") if isinstance(sink, dict) else None,
+        "ends": ends,
+        "watermark": watermark if isinstance(watermark, str) else None,
+    }
+
+
+def sink_folder(description) -> str | None:
+    """The folder a file sink writes, from its description in a progress report:
+    "FileSink[file:/path/hourly]" -> "/path/hourly"."""
+    if not isinstance(description, str) or not description.startswith("FileSink[") or not description.endswith("]"):
+        return None
+    path = description[len("FileSink[") : -1].removeprefix("file:")
+    return os.path.normpath("/" + path.lstrip("/"))
+
+
+def iso_ms(text) -> int | None:
+    """A progress report's time ("2013-01-05T12:20:00.000Z") in epoch milliseconds."""
+    try:
+        t = datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return (t - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+
+def spark_did_it(ctx: Context, topic: str, history: list[str]) -> None:
+    """Spark's own account of the job's runs (its event logs) agrees with the checkpoint, the
+    brokers and the files of the sink's log."""
+    runs = ctx.scratch.get("lab9-event-logs", [])
+    blind = [tag for tag, _, logs in runs if not logs]
+    expect(
+        bool(runs) and not blind,
+        f"{JOB_SCRIPT}'s Spark driver kept no event log in the folder the grader gave it ({', '.join(blind)})",
+        expected="Spark's event log of every run, in the folder of PYSPARK_SUBMIT_ARGS's spark.eventLog.dir",
+        hint=EVENT_LOG_HINT,
+    )
+    account = in_sandbox.call(
+        ctx,
+        "selfcheck.checks.lab9:spark_events",
+        str(ctx.workdir),
+        [[Path(f).name, sorted(logs)] for _, f, logs in runs],
+    )
+    output = os.path.realpath(ctx.workdir / OUTPUT)
+    reports = [p for p in account["progress"] if sink_folder(p["sink"]) == output]
+    queries = {p["query"] for p in reports}
+    reported = defaultdict(list)
+    for p in reports:
+        reported[p["batch"]].append((p["ends"], iso_ms(p["watermark"])))
+    checkpoint = ctx.workdir / CHECKPOINT
+    no_links(ctx.workdir, CHECKPOINT, f"{CHECKPOINT}/offsets", f"{CHECKPOINT}/commits")
+    names = list_dir(ctx.workdir, Path(CHECKPOINT, "commits")) or []
+    committed = sorted(int(n) for n in names[:10_000] if n.isdigit())
+    unreported = [
+        b
+        for b in committed
+        if ([checkpoint_entry(checkpoint, "offsets", b, 2)], batch_watermark(checkpoint, b)) not in reported[b]
+    ]
+    last = batch_end(checkpoint, committed[-1]) if committed else None
+    end = end_offsets(ctx, short_name(topic)).get(0)
+    wrote = [w for w in account["writes"] if w[0] in queries]
+    spark_bytes, spark_rows = sum(w[2] for w in wrote), sum(w[3] for w in wrote)
+    files, size, rows = account["files"]
+    expect(
+        bool(reports) and not unreported and last == end and (spark_bytes, spark_rows) == (size, rows),
+        f"what Spark reported of {JOB_SCRIPT} after {'; '.join(history)} (the event logs its driver kept for the grader), "
+        f"against {CHECKPOINT}/, the topic and {OUTPUT}/",
+        expected="a streaming query writing to " + OUTPUT + "/ that reported every micro-batch of the checkpoint's "
+        "commit log with the offsets and watermark of its offset log, read the topic to its end, and wrote exactly "
+        "the bytes and rows of the files the sink's log lists",
+        found=f"{len(reports)} micro-batch reports of a query writing {OUTPUT}/ in {len(account['read'])} event logs"
+        f"; committed micro-batches not reported so: {len(unreported)} e.g. {unreported[:3]}"
+        f"; last offset read {last}, the topic's end {end}"
+        f"; Spark's tasks wrote {spark_bytes:,} bytes and {spark_rows} rows, "
+        f"the {files} files of the sink's log hold {size:,} bytes and {rows} rows",
+        hint="Let one Spark Structured Streaming query, in the job's own driver, do the work: readStream from Kafka, "
+        "writeStream to Parquet in the folder and with the checkpoint the job is given. The grader believes what "
+        "Spark reports of it, not files written another way.",
+    )
 
 
 def from_ms(ms: int) -> datetime | None:
@@ -654,6 +921,7 @@ def job_exactly_once(ctx: Context) -> str:
     """the streaming job, failed mid-stream and restarted, then fed late flights, writes exactly the hourly truth"""
     for name in (OUTPUT, CHECKPOINT):
         remove(ctx.workdir, name)
+    ctx.scratch["lab9-event-logs"] = []  # each run's (tag, event log folder, the driver's logs there)
     events = graders_flights(ctx)
     day = events[0]["id"][:10]
     cut = len(events) // 2
@@ -685,6 +953,7 @@ def job_exactly_once(ctx: Context) -> str:
     watermark = when(events[-1]) - WATERMARK
     required = {k for k in truth if datetime.strptime(k[0], "%Y-%m-%d %H:%M:%S") + 2 * WINDOW <= watermark}
     found = read_output(ctx)
+    spark_did_it(ctx, topic, history)
     key = lambda e: (str(hour_of(when(e))), e["origin"])
     flights = {(str(h), o): f for h, o, f, _ in found}
     # what the late flights' rows hold when the first is counted, or the second dropped

@@ -158,11 +158,13 @@ def start(
     tag: str = "",
     stdin: bool = False,
     elsewhere: bool = False,
+    env: dict[str, str] | None = None,
 ) -> ScriptRun:
     """Start `python -P -m selfcheck.harness [harness options] <the grader's copy of name> args...`
     in the notebook's folder (see selfcheck/harness.py for the crashes it plans), with a new,
     empty HOME and TMPDIR. elsewhere=True: as on another machine, in a new empty folder of the
-    grader's instead of the notebook's (nothing an earlier run wrote is there)."""
+    grader's instead of the notebook's (nothing an earlier run wrote is there). env: variables
+    the grader adds to the run's environment (lab 9's settings for the job's Spark driver)."""
     script = script_path(ctx, name)
     cmd = [sys.executable, "-P", "-m", "selfcheck.harness", *harness]
     if crash_on_write:
@@ -178,6 +180,7 @@ def start(
     # The kernel's environment when grading (the grading's Kafka login included); the student's
     # own in a self-check. Unbuffered: what the script printed before the grader stopped it is in
     # its log. The jars' cache is named, so a new HOME does not hide it.
+    extra = env or {}
     env = dict(
         ctx.env or os.environ,
         LAB_NAMESPACE=ctx.namespace,
@@ -187,6 +190,7 @@ def start(
         TMPDIR=str(fresh),
         MPLCONFIGDIR=str(fresh),
         IPYTHONDIR=str(fresh / ".ipython"),
+        **extra,
     )
     env.setdefault("COURSE_JARS_CACHE", str(jars_cache()))
     # The log lives in the grader's own folder, out of the sandbox's reach (a link planted in

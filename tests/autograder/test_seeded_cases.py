@@ -436,6 +436,79 @@ def test_lab9_a_spark_driver_is_the_jdks_java_running_sparksubmit(tmp_path):
                 p.wait()
 
 
+def test_lab9_reads_sparks_own_account_of_the_job_with_bounds(tmp_path, monkeypatch):
+    """lab9-q3 believes what Spark's event log reports: each micro-batch's progress and what its
+    tasks wrote, read a line at a time with bounds on bytes, lines and items; every other event
+    is skipped unparsed, a failed task's output is not counted, and a log past a bound fails."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import pytest
+
+    from selfcheck.checks import CheckFailed, lab9
+
+    out = tmp_path / "hourly"
+    (out / "_spark_metadata").mkdir(parents=True)
+    pq.write_table(pa.table({"flights": [1, 2]}), out / "part-0.parquet")
+    size = (out / "part-0.parquet").stat().st_size
+    (out / "_spark_metadata" / "0").write_text('v1\n{"path":"file:///x/hourly/part-0.parquet","action":"add"}\n')
+    (tmp_path / ".run-x").mkdir()
+    metrics = lambda bytes_, records: {"Output Metrics": {"Bytes Written": bytes_, "Records Written": records}}
+    events = [
+        {"Event": "SparkListenerApplicationStart", "App Name": "delays-job"},
+        {
+            "Event": "SparkListenerJobStart",
+            "Stage IDs": [0, 1],
+            "Properties": {"sql.streaming.queryId": "q", "streaming.sql.batchId": "0"},
+        },
+        {
+            "Event": "SparkListenerTaskEnd",
+            "Stage ID": 1,
+            "Task End Reason": {"Reason": "Success"},
+            "Task Metrics": metrics(size, 2),
+        },
+        {
+            "Event": "SparkListenerTaskEnd",
+            "Stage ID": 1,
+            "Task End Reason": {"Reason": "ExceptionFailure"},
+            "Task Metrics": metrics(9, 9),
+        },
+        {
+            "Event": "SparkListenerTaskEnd",
+            "Stage ID": 7,
+            "Task End Reason": {"Reason": "Success"},
+            "Task Metrics": metrics(5, 5),
+        },
+        {
+            "Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",
+            "progress": {
+                "id": "q",
+                "batchId": 0,
+                "eventTime": {"watermark": "2013-01-05T12:20:00.000Z"},
+                "sources": [{"endOffset": '{"t":{"0":100}}'}],
+                "sink": {"description": f"FileSink[file:{out}]"},
+            },
+        },
+    ]
+    # As Spark writes them: compact JSON, "Event" first; and a torn line, skipped.
+    text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events) + '{"Event":"SparkListenerTaskEnd",\n'
+    (tmp_path / ".run-x" / "local-1").write_text(text)
+    logs = [[".run-x", ["local-1.inprogress"]]]  # the name the driver held open, renamed when it stopped
+    got = lab9.spark_events(tmp_path, logs)
+    assert (got["read"], got["writes"], got["files"]) == (["local-1"], [["q", 0, size, 2]], [1, size, 2])
+    [p] = got["progress"]
+    assert (p["batch"], p["ends"], lab9.iso_ms(p["watermark"])) == (0, [{"t": {"0": 100}}], 1357388400000)
+    assert lab9.sink_folder(p["sink"]) == str(out)
+    monkeypatch.setattr(lab9, "EVENT_LOG_BYTES", len(text) - 1)
+    with pytest.raises(CheckFailed, match="holds more than"):
+        lab9.spark_events(tmp_path, logs)
+    monkeypatch.setattr(lab9, "EVENT_LOG_BYTES", 2**20)
+    monkeypatch.setattr(lab9, "EVENT_LINE_BYTES", 200)
+    with pytest.raises(CheckFailed, match="a line of more than"):
+        lab9.spark_events(tmp_path, logs)
+
+
 def test_lab13_a_flood_of_claims_keeps_only_the_days_ids(tmp_path):
     """The producer's "acked" lines are read in chunks; a claim of an id the day does not have is
     counted, never kept, and a line longer than any claim is not held whole: 64 MiB of claims cost
