@@ -72,8 +72,9 @@ def bounded_poll(consumer, topic: str, timeout_ms: int, **kwargs) -> dict:
             return consumer.poll(timeout_ms=timeout_ms, **kwargs)
     except BatchTooLarge as e:
         bound = f"{e.limit / 2**20:g} MiB"
+        when = "at a time" if e.limit == MAX_BATCH_BYTES else "in all"  # a poll's bound, or a whole read's
         raise CheckFailed(
-            f"the record batches of {topic} decompress to more than {bound} at a time",
+            f"the record batches of {topic} decompress to more than {bound} {when}",
             expected=f"at most {bound} once decompressed",
             found=f"{e.compressed:,} compressed bytes that decompress to more than {bound}",
             hint="Send records of a few kB; a lab's topics hold a few megabytes. Compression does "
@@ -84,14 +85,24 @@ def bounded_poll(consumer, topic: str, timeout_ms: int, **kwargs) -> dict:
 @contextlib.contextmanager
 def decompression_bound(limit: int | None = None):
     """Within: the record batches kafka-python decompresses in this thread (or task) may add up
-    to `limit` bytes (MAX_BATCH_BYTES unless given); the one that passes it raises BatchTooLarge."""
+    to `limit` bytes (MAX_BATCH_BYTES unless given); the one that passes it raises BatchTooLarge.
+    Nested in another bound (a whole read's, around each poll's), what is decompressed counts
+    against both: polls of a few hundred records each cannot add up past the outer one."""
     _install()
     limit = limit or MAX_BATCH_BYTES
-    token = _budget.set([limit, limit])
+    outer = _budget.get()
+    if outer is None or limit <= outer[1]:
+        budget = [limit, limit]
+    else:  # the outer bound is the nearer one: a batch that passes it is told that bound
+        budget = [outer[0], outer[1]]
+    start = budget[1]
+    token = _budget.set(budget)
     try:
         yield
     finally:
         _budget.reset(token)
+        if outer is not None:
+            outer[1] -= start - budget[1]
 
 
 def _install() -> None:

@@ -10,12 +10,12 @@ from cluster.clients import in_namespace
 from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, expect
-from .bounded_reads import bounded_poll
+from .bounded_reads import bounded_poll, decompression_bound
 
 READ_DEADLINE_S = 30
 DESCRIBE_WAIT_S = 10  # for a listed topic's metadata to reach the broker that answers
 LIST_ASKS = 5  # answers that must all leave a topic out before it is called missing
-MAX_READ_BYTES = 256 * 2**20  # of keys and values read from one topic
+MAX_READ_BYTES = 256 * 2**20  # of keys, values and headers read from one topic
 
 
 def describe_topic(ctx: Context, name: str, hint: str = "") -> dict:
@@ -100,6 +100,15 @@ def topic_configs(ctx: Context, name: str) -> dict[str, str]:
     return {k: v["value"] for k, v in res["topic"][topic].items()}
 
 
+def record_bytes(record) -> int:
+    """What a record holds: its key, its value and its headers (a header can carry megabytes)."""
+    return (
+        len(record.key or b"")
+        + len(record.value or b"")
+        + sum(len(k or "") + len(v or b"") for k, v in record.headers or ())
+    )
+
+
 def read_all(ctx: Context, name: str, limit: int = 300_000, isolation_level: str = "read_uncommitted"):
     """Every record of the topic, partition by partition, from the first offset to the end
     offset as it is now (with read_committed: the records of committed transactions, up to the
@@ -123,22 +132,25 @@ def read_all(ctx: Context, name: str, limit: int = 300_000, isolation_level: str
         records: list = []
         size = 0
         deadline = time.monotonic() + READ_DEADLINE_S
-        while any(consumer.position(tp) < end[tp] for tp in tps):
-            if time.monotonic() > deadline:
-                raise CheckFailed(
-                    f"could not read {topic} within {READ_DEADLINE_S} s",
-                    hint="This is a problem with the grader's cluster, not your code.",
+        # The whole read's bound on what its batches decompress to, besides each poll's: a poll
+        # holds at most a few hundred records, and polls add up.
+        with decompression_bound(MAX_READ_BYTES):
+            while any(consumer.position(tp) < end[tp] for tp in tps):
+                if time.monotonic() > deadline:
+                    raise CheckFailed(
+                        f"could not read {topic} within {READ_DEADLINE_S} s",
+                        hint="This is a problem with the grader's cluster, not your code.",
+                    )
+                for batch in bounded_poll(consumer, topic, timeout_ms=500).values():
+                    records.extend(r for r in batch if r.offset < end[TopicPartition(r.topic, r.partition)])
+                    size += sum(record_bytes(r) for r in batch)
+                expect(
+                    size <= MAX_READ_BYTES,
+                    f"{topic} holds more than {MAX_READ_BYTES:,} bytes",
+                    hint="A lab's topics hold a few megabytes; send only what the question asks for.",
                 )
-            for batch in bounded_poll(consumer, topic, timeout_ms=500).values():
-                records.extend(r for r in batch if r.offset < end[TopicPartition(r.topic, r.partition)])
-                size += sum(len(r.value or b"") + len(r.key or b"") for r in batch)
-            expect(
-                size <= MAX_READ_BYTES,
-                f"{topic} holds more than {MAX_READ_BYTES:,} bytes",
-                hint="A lab's topics hold a few megabytes; send only what the question asks for.",
-            )
-            if len(records) > limit:
-                break
+                if len(records) > limit:
+                    break
         return records
 
 

@@ -271,3 +271,54 @@ def test_the_names_replaced_are_where_kafka_python_decompresses():
         if re.search(r"\b(gzip|snappy|lz4f?|zstd)_decode\w*\(", p.read_text())
     }
     assert callers == {"codec.py", "record/default_records.py", "record/legacy_records.py"}, callers
+
+
+def test_polls_within_a_whole_reads_bound_add_up():
+    """A poll's bound is reset at every poll; the whole read's (read_all's) is not: a reviewer's
+    polls of 500 records each stayed under 64 MiB each and took the grader to 2.16 GB together."""
+    from kafka.record import default_records
+
+    with decompression_bound(2**20):  # no outer bound
+        pass
+    mib = encoders()["zstd"](bytes(2**20))
+    with decompression_bound(3 * 2**20):
+        for _ in range(3):
+            with decompression_bound(2 * 2**20):  # each poll alone stays under its bound
+                default_records.zstd_decode(mib)
+        with decompression_bound(2 * 2**20), pytest.raises(BatchTooLarge) as failed:
+            default_records.zstd_decode(mib)  # the fourth MiB passes the read's 3 MiB
+    assert failed.value.limit == 3 * 2**20
+
+
+def test_a_records_headers_count_against_what_a_read_may_hold(ctx, monkeypatch):
+    """Empty values with 50 KB headers (a reviewer's flood: 24,000 of them, zstd-compressed to a
+    few kB, took the grader past 800 MB while only keys and values were counted)."""
+    from kafka import KafkaProducer
+
+    from selfcheck.checks import kafka_state
+
+    monkeypatch.setattr(kafka_state, "MAX_READ_BYTES", 2**20)
+    topic = new_topic(ctx, "headers")
+    with KafkaProducer(**ctx.kafka, acks="all") as producer:
+        for _ in range(40):  # 2 MB of headers, no value, not compressed (the next test compresses)
+            producer.send(topic, key=b"B6", value=b"", headers=[("pad", bytes(50_000))])
+        producer.flush(60)
+    with pytest.raises(CheckFailed) as failed:
+        read_all(ctx, "headers")
+    assert failed.value.what == f"{topic} holds more than {2**20:,} bytes"
+
+
+def test_a_whole_read_decompresses_no_more_than_it_may_hold(ctx, monkeypatch):
+    """The same flood compressed: each poll's batches stay under a poll's bound, the read's do not."""
+    from kafka import KafkaProducer
+
+    from selfcheck.checks import kafka_state
+
+    monkeypatch.setattr(kafka_state, "MAX_READ_BYTES", 2**20)
+    topic = new_topic(ctx, "headers-zstd")
+    with KafkaProducer(**ctx.kafka, compression_type="zstd", acks="all", linger_ms=0) as producer:
+        for _ in range(40):
+            producer.send(topic, key=b"B6", value=b"", headers=[("pad", bytes(50_000))]).get(timeout=30)
+    with pytest.raises(CheckFailed) as failed:
+        read_all(ctx, "headers-zstd")
+    assert failed.value.what == f"the record batches of {topic} decompress to more than 1 MiB in all"
