@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -96,6 +97,11 @@ def spark_session(app_name: str = "kafka-course", master: str | None = None, **c
         # Python workers with the kernel's own interpreter: Spark starts `python3` from the PATH
         # otherwise, which on many laptops is another Python, without pyspark's packages.
         settings["spark.pyspark.python"] = sys.executable
+        # The driver's RPC and block ports listen on the machine's network, which other users'
+        # (and, while grading, other submissions') code shares: only a holder of this session's
+        # own secret is let in. (A standalone master and worker would need the same secret.)
+        settings["spark.authenticate"] = "true"
+        settings["spark.authenticate.secret"] = secrets.token_hex(16)
     if course_settings.env("COURSE_SPARK_UI") == "off":
         settings["spark.ui.enabled"] = "false"
     settings.update(conf)

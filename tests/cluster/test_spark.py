@@ -69,3 +69,11 @@ def test_batch_read_sees_keys_partitions_and_offsets(spark, admin, topic):
     assert [(bytes(r.key), bytes(r.value), r.partition, r.offset) for r in rows] == [
         (b"k", b"v%d" % i, 0, i) for i in range(5)
     ]
+
+
+def test_the_driver_lets_in_only_holders_of_its_sessions_secret(spark):
+    """Its RPC and block ports listen on the shared machine (other users', other gradings' code):
+    a local session requires authentication with a secret of its own (an attacker's read found none)."""
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.authenticate") == "true"
+    assert len(conf.get("spark.authenticate.secret") or "") == 32
