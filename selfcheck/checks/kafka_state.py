@@ -15,7 +15,7 @@ from .bounded_reads import bounded_poll, decompression_bound
 READ_DEADLINE_S = 30
 DESCRIBE_WAIT_S = 10  # for a listed topic's metadata to reach the broker that answers
 LIST_ASKS = 5  # answers that must all leave a topic out before it is called missing
-MAX_READ_BYTES = 256 * 2**20  # of keys, values and headers read from one topic
+MAX_READ_BYTES = 128 * 2**20  # of keys, values and headers read from one topic (a lab's hold a few MB)
 
 
 def describe_topic(ctx: Context, name: str, hint: str = "") -> dict:
