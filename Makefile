@@ -83,7 +83,7 @@ release: $(STAMP)
 
 # What students get: labs, cluster and self-checks, without solutions/ or the grading corpus.
 student-kit: release
-	$(PY) -m autograder student-kit build/student-kit
+	$(PY) -m staff student-kit build/student-kit
 
 # Gradescope's autograder zip of each lab (setup.sh, run_autograder, no solution code).
 gradescope: release
@@ -96,7 +96,7 @@ hub: jars
 	$(PY) -m hub run
 
 selftest: up
-	$(PY) -m autograder selftest
+	$(PY) -m staff selftest
 
 clean: down
 	rm -rf $(VENV) .lock-tools .cluster .test-cluster .test-cluster-* .own-cluster .test-own-cluster .test-own-cluster-*

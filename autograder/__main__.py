@@ -1,5 +1,8 @@
-"""python -m autograder grade <lab> <notebook.ipynb> [--json FILE] | grade-all <lab> <folder> | selftest
-| student-kit DIR | gradescope build [LAB ...] | gradescope run LAB"""
+"""python -m autograder grade <lab> <notebook.ipynb> [--json FILE] | grade-all <lab> <folder>
+| gradescope build [LAB ...] | gradescope run LAB
+
+The staff's own commands (the self-test, the student kit) are `python -m staff`: nothing here
+imports the staff package, which no student, sandbox or Gradescope package has."""
 
 from __future__ import annotations
 
@@ -51,18 +54,6 @@ def cmd_grade_all(a) -> int:
         progress=not a.no_progress,
     )
     return EXIT_INFRASTRUCTURE if any(g.status == "not graded" for g in graded) else 0
-
-
-def cmd_selftest(a) -> int:
-    from staff.selftest import selftest
-
-    return selftest(labs=a.labs, cores=a.cores, write_corpus=a.write_corpus, only=a.only, via=a.via)
-
-
-def cmd_student_kit(a) -> int:
-    from staff.kit import main
-
-    return main(a.dir)
 
 
 def cmd_gradescope(a) -> int:
@@ -140,28 +131,6 @@ def parser() -> argparse.ArgumentParser:
     )
     ga.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
     ga.set_defaults(func=cmd_grade_all)
-    s = sub.add_parser("selftest", help="solutions score full marks, blanks 0, the corpus its expected scores")
-    s.add_argument("labs", nargs="*", help="only these labs (default: all)")
-    s.add_argument(
-        "--cores",
-        type=float,
-        help="the cores its gradings may keep busy; as many run at once as their labs' costs fit "
-        "(default: this machine's)",
-    )
-    s.add_argument("--write-corpus", metavar="DIR", help="also write the corpus notebooks to DIR, to read them")
-    s.add_argument("--only", nargs="+", metavar="NAME", help="only the cases whose names contain one of these")
-    s.add_argument(
-        "--via",
-        choices=("cli", "nbgrader", "kernel"),
-        default="cli",
-        help="grade through the CLI (default), or through real `nbgrader autograde` in a course folder "
-        "of its own (one lab at a time: slower); kernel: run the student work of the corpus as "
-        "students do, the self-checks in their kernels, which must agree with the grader",
-    )
-    s.set_defaults(func=cmd_selftest)
-    k = sub.add_parser("student-kit", help="write what students get (labs, cluster, self-checks; no solutions)")
-    k.add_argument("dir", help="the folder to write (replaced if it exists)")
-    k.set_defaults(func=cmd_student_kit)
     gs = sub.add_parser(
         "gradescope", help="build Gradescope's autograder zip of each lab, or (inside Gradescope) grade its submission"
     )

@@ -6,7 +6,7 @@ One kernel on this machine, as the student's own (no sandbox), logged in to the 
 cluster as a namespace and user of its own; every cell in order, the course's demo cells left
 out (grading leaves them out too), and each test cell's `grade(label)` run in the kernel: the
 self-check the student sees while working. A part counts as passed when its test cell ran
-without an error. `python -m autograder selftest --via kernel` compares this with the scores
+without an error. `python -m staff selftest --via kernel` compares this with the scores
 the corpus expects from the grader; the two must agree on every piece of student work.
 
 A cell that runs past its time is interrupted, as a student would, and the run goes on. The

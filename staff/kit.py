@@ -1,6 +1,6 @@
 """The student kit: what students get, without what would hand them the answers.
 
-    python -m autograder student-kit DIR      (or: make student-kit)
+    python -m staff student-kit DIR      (or: make student-kit)
 
 Writes DIR with the released labs (labs/, generated from solutions/ by nbgrader), the
 cluster (cluster/), the data (datasets/), the self-checks a test cell calls

@@ -1,4 +1,4 @@
-"""python -m autograder selftest: the grader grades its own corpus through its real CLI.
+"""python -m staff selftest: the grader grades its own corpus through its real CLI.
 
 Every solution must score full marks, every blank release 0 (without crashing), and every
 scenario of staff/corpus/ (mistakes and attacks) exactly its expected score, with the

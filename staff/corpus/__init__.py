@@ -1,6 +1,6 @@
 """The autograder's own corpus: realistic wrong and broken submissions, each with the score it
 must get. Each scenario is the lab's solution (or its blank release) with a few edits, so the
-corpus follows the solution when it changes. `python -m autograder selftest --write-corpus DIR`
+corpus follows the solution when it changes. `python -m staff selftest --write-corpus DIR`
 writes them out as notebooks, named for what they do.
 
 The scenarios live in one file per lab, `labN.toml` beside this module, in three lists:

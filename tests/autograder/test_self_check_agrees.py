@@ -2,7 +2,7 @@
 the grader will: pieces of the corpus's student work, run as their students run them
 (staff/as_student.py: a kernel of their own, their own login, no sandbox), pass exactly the
 parts the grader gives full marks. One case per lab of this layer, each a shortcut or mistake
-that the grader's own seeded data catches; `python -m autograder selftest --via kernel` runs
+that the grader's own seeded data catches; `python -m staff selftest --via kernel` runs
 all of the corpus's student work this way (see the README, "Honest scoring")."""
 
 import pytest
