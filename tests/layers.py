@@ -17,18 +17,21 @@ GRADINGS_LOG = ROOT / "build" / "gradings.log"
 # set-up within 60), and what it took: .ci/durations.py prints them side by side. A new lab states
 # its cost in its entry below (or, for a light lab, adds its gradings to `make test`'s self-test).
 # Measured (a clean clone's .ci/run, November 2026): make test 26 min alone (35 with other work on
-# the machine), make test-heavy 23, make test-capstone 14; the jars 1.
+# the machine), make test-heavy 23, make test-capstone 14; the jars 1 (a warm cache; an empty one
+# also downloads the jars and makes Spark's class archive: 10.5 min on a machine busy with other
+# work). Since the class archives (cluster/class_sharing.py) and forked gradings, the light
+# self-test's 174 gradings used 951 CPU s (1167 for 170 before): lab 7 28 CPU s a grading (36).
 BUDGET_MIN = {"test": 28, "test-heavy": 24, "test-capstone": 15}
 
 HEAVY = {
-    "lab9": "two Spark drivers a grading (the kernel's and the student's job, run three times): 15 gradings, 39 CPU s each",
-    "lab10": "a Spark driver in the kernel, which every part's check runs queries on: 16 gradings, 30 CPU s each",
+    "lab9": "two Spark drivers a grading (the kernel's and the student's job, run three times): 17 gradings, 39 CPU s each",
+    "lab10": "a Spark driver in the kernel, which every part's check runs queries on: 17 gradings, 30 CPU s each",
     "lab11": "a Kafka Connect worker, started twice in lab11-q4: 24 gradings, 11 CPU s each",
-    "lab12": "the student's two stream apps, one killed and started again, each making its own topics: 7 gradings, 8 CPU s each",
+    "lab12": "the student's two stream apps, one killed and started again, each making its own topics: 11 gradings, 8 CPU s each",
 }
 CAPSTONE = {
     "lab13": "a three-broker cluster of the grading's own, the student's Spark job started twice, brokers stopped and "
-    "killed: 17 gradings, 56 CPU s each, two at a time",
+    "killed: 21 gradings, 56 CPU s each (before the class archives), two at a time",
 }
 
 
