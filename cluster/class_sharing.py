@@ -33,12 +33,27 @@ CLASS_NAME = re.compile(r"[A-Za-z0-9_/$]+")
 DUMP_TIMEOUT_S = 180
 
 
-def archive(java: str, classpath: list[Path]) -> Path:
-    """Where the archive of this JVM and classpath is (it is valid for those only)."""
+def _archive_path(kind: str, java: str, parts: list[str]) -> Path:
+    """An archive is valid for one JVM binary and one classpath: its name is a digest of both."""
     binary = Path(java).resolve()
     stat = binary.stat()
-    key = "\n".join([str(binary), str(stat.st_size), str(stat.st_mtime_ns), *map(str, classpath)])
-    return S.jars_cache() / "class-archives" / f"brokers-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    key = "\n".join([str(binary), str(stat.st_size), str(stat.st_mtime_ns), *parts])
+    return S.jars_cache() / "class-archives" / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+
+
+def _class_names(lists: list[Path]) -> list[str]:
+    """The classes the lists name, in order, once each (not their lambda and hidden-class lines)."""
+    names: dict[str, None] = {}
+    for listed in lists:
+        for line in listed.read_text(errors="replace").splitlines():
+            if CLASS_NAME.fullmatch(line):
+                names[line] = None
+    return list(names)
+
+
+def archive(java: str, classpath: list[Path]) -> Path:
+    """Where the archive of this JVM and classpath is (it is valid for those only)."""
+    return _archive_path("brokers", java, [str(p) for p in classpath])
 
 
 def jvm_options(java: str, classpath: list[Path], node_dir: Path) -> list[str]:
@@ -60,11 +75,7 @@ def make_archive(java: str, classpath: list[Path], node_dirs: list[Path]) -> Pat
         target = archive(java, classpath)
         if target.exists() or not lists:
             return None
-        names: dict[str, None] = {}  # in order, once each
-        for listed in lists:
-            for line in listed.read_text(errors="replace").splitlines():
-                if CLASS_NAME.fullmatch(line):
-                    names[line] = None
+        names = _class_names(lists)
         class_list = target.with_name(f".{target.name}.{os.getpid()}.lst")
         target.parent.mkdir(parents=True, exist_ok=True)
         class_list.write_text("\n".join(names) + "\n")
@@ -113,13 +124,8 @@ def spark_archive(java: str) -> Path:
     """Where the driver's archive of this JVM and this PySpark's jars is."""
     import pyspark
 
-    binary = Path(java).resolve()
-    stat = binary.stat()
     jars_dir = Path(pyspark.__file__).parent / "jars"
-    key = "\n".join(
-        [str(binary), str(stat.st_size), str(stat.st_mtime_ns), str(jars_dir), *sorted(os.listdir(jars_dir))]
-    )
-    return S.jars_cache() / "class-archives" / f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    return _archive_path("spark", java, [str(jars_dir), *sorted(os.listdir(jars_dir))])
 
 
 def spark_options(java: str) -> str:
@@ -158,12 +164,7 @@ def make_spark_archive(java: str, timeout_s: float = 600) -> tuple[Path | None, 
             return None, f"the sample driver did not end within {timeout_s:.0f} s"
         if ran.returncode != 0 or not classpath.exists() or not listed.exists():
             return None, f"the sample driver failed (exit {ran.returncode}): {ran.stderr.strip()[-300:]}"
-        names = [
-            line
-            for line in dict.fromkeys(listed.read_text(errors="replace").splitlines())
-            if CLASS_NAME.fullmatch(line)
-        ]
-        listed.write_text("\n".join(names) + "\n")
+        listed.write_text("\n".join(_class_names([listed])) + "\n")
         made, why = _dump(java, classpath.read_text(), listed, target)
         if made is not None:  # beside it, the classpath it was made for (tests map it with -Xshare:on)
             made.with_suffix(".classpath").write_text(classpath.read_text())
