@@ -143,11 +143,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    a = parser().parse_args(argv)
     from cluster import cli
 
-    cli.configure(a.verbose)
-    return a.func(a)
+    return cli.run(parser(), argv)
 
 
 if __name__ == "__main__":

@@ -26,5 +26,13 @@ def configure(verbosity: int) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
 
 
+def run(parser, argv=None) -> int:
+    """A CLI whose subcommands set func(args) (python -m autograder, python -m staff): parse,
+    configure logging and SIGTERM, run the subcommand; its return is the exit code."""
+    args = parser.parse_args(argv)
+    configure(args.verbose)
+    return args.func(args)
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
