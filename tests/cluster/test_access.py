@@ -30,20 +30,15 @@ from kafka.structs import OffsetAndMetadata
 
 from cluster import accounts, connection, namespace, settings
 from cluster.clients import group_ids
+from refusals import BROKER_REFUSED
+from refusals import refused as refused_as
 
-REFUSED = re.compile(r"AuthorizationFailed|AUTHORIZATION_FAILED|[Aa]uthorization failed|needs \w+ permission")
+# The brokers' refusal, or a message that names the permission a call lacked ("needs READ permission")
+REFUSED = re.compile(BROKER_REFUSED.pattern + r"|needs \w+ permission")
 
 
 def refused(call) -> str:
-    """The refusal the call met, as text; fails the test if the call went through."""
-    try:
-        result = call()
-    except Exception as e:
-        text = f"{type(e).__name__}: {e}"
-    else:
-        text = repr(result)
-    assert REFUSED.search(text), f"not refused: {text[:400]}"
-    return text
+    return refused_as(call, REFUSED)
 
 
 @pytest.fixture(scope="module")

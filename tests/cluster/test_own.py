@@ -4,7 +4,6 @@ broker left behind when a start fails half-way, and a grading's login that sees 
 from __future__ import annotations
 
 import os
-import re
 import time
 import uuid
 
@@ -21,6 +20,7 @@ from kafka.admin import (
 )
 
 from cluster import own, settings, tools
+from refusals import refused
 
 
 def test_two_clusters_starting_at_once_get_different_ports():
@@ -47,21 +47,6 @@ def test_a_start_that_fails_half_way_leaves_no_broker(tmp_path, monkeypatch, clu
     assert len(started) == 3 and all(started), "the brokers had started"
     assert not any(p.is_running() and p.status() != "zombie" for p in started), "a broker outlived the failed start"
     assert not (tmp_path / "own").exists()
-
-
-REFUSED = re.compile(r"AuthorizationFailed|AUTHORIZATION_FAILED|[Aa]uthorization failed")
-
-
-def refused(call) -> str:
-    """The brokers' refusal of the call, as text; fails the test if the call went through."""
-    try:
-        result = call()
-    except Exception as e:
-        text = f"{type(e).__name__}: {e}"
-    else:
-        text = repr(result)
-    assert REFUSED.search(text), f"not refused: {text[:400]}"
-    return text
 
 
 def acls(admin, principal: str | None):
