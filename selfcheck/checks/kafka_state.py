@@ -146,7 +146,7 @@ def read_all(ctx: Context, name: str, limit: int = 300_000, isolation_level: str
                     size += sum(record_bytes(r) for r in batch)
                 expect(
                     size <= MAX_READ_BYTES,
-                    f"{topic} holds more than {MAX_READ_BYTES:,} bytes",
+                    f"{topic} holds more than {MAX_READ_BYTES / 2**20:g} MiB",
                     hint="A lab's topics hold a few megabytes; send only what the question asks for.",
                 )
                 if len(records) > limit:
