@@ -193,6 +193,7 @@ LESSONS = {
     ],
     "lab11": [
         r"after: the consumer crashes: unsupported operand",  # JSON: nothing checked
+        r"'gate': 'unknown'\}",  # old data read with a newer schema: the reader's default
         r"json +128,454 +100% ",
         r"avro +52,408 +41% ",
         r"protobuf +61,129 +48% ",  # values only, then numbers
@@ -214,6 +215,11 @@ LESSONS = {
         r"version 2 \(a gate, with a default\): 2\n",
         r"refused: flights-value: this version cannot read data written with version 2",
         r"wire format: b'\\x00\\x00\\x00\\x00\\x02' then \d+ bytes of Avro",
+        # latest-only checks pass each step; version 4 cannot read version 1's data
+        r"version 3 \(dest removed\): 3\nversion 4 \(dest back, an int with a default\): 4\n"
+        r"  version 4 against version 1: none\n  version 4 against version 2: none\n  version 4 against version 3: full\n",
+        r"decode\(\), with the writer's schema: IAH\na consumer on version 4 reads it: SchemaResolutionError - "
+        r"Schema mismatch: string is not int",
         r"838 of 838 lines copied through \S+\n",  # Connect: no code of yours
         r"the source's offsets: \[\{'partition': \{'filename': '[^']+'\}, 'offset': \{'position': (\d+)\}\}\] "
         r"\| the file's size: \1\n",  # a byte position
