@@ -40,7 +40,8 @@ def cmd_status(c: Cluster, a) -> None:
     if dead:
         print(f"Dead (killed or crashed): {dead}. `python -m cluster start-broker N` brings one back with its data.")
     if all(r.state != "alive" for r in rows):
-        sys.exit(3)  # like `systemctl status`: not running
+        print("The cluster is not running: `make up` (or `python -m cluster up`) starts it.")
+        sys.exit(3)  # like `systemctl status`, for scripts: not running (`make status` takes it as an answer)
 
 
 def cmd_logs(c: Cluster, a) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, UTC
 from functools import cached_property, lru_cache
 
-from . import settings
+from . import lab_owners, settings
 from .clients import (
     admin_client,
     anything_listens,
@@ -131,6 +131,7 @@ class Lab:
             raise type(e)(reason.group(2) if reason else str(e)) from None
         if not made:
             raise made.last
+        lab_owners.made(self.namespace, topic, self.name)
         self.admin.wait_for_topics([topic])
         return topic
 
@@ -251,19 +252,20 @@ class Lab:
     def delete_my_topics(self, timeout_s: float = 30, containing: str = "") -> list[str]:
         """Delete every topic in your namespace (with `containing` in its name, if given) and
         wait until they are gone, so a notebook can be run again from the top."""
+        return self._delete_topics([t for t in self.my_topics() if containing in t], timeout_s)
+
+    def _delete_topics(self, topics: list[str], timeout_s: float = 30) -> list[str]:
+        """Delete these topics of yours and wait until they are gone."""
         from kafka.errors import UnknownTopicOrPartitionError
 
-        def listed() -> list[str]:
-            return [t for t in self.my_topics() if containing in t]
-
-        mine = listed()
-        if mine:
+        if topics:
             try:
-                self.admin.delete_topics(mine)
+                self.admin.delete_topics(topics)
             except UnknownTopicOrPartitionError:
                 pass  # one a broker whose metadata lags still listed, already gone: the others are deleted
-            wait_for(lambda: not listed(), timeout_s=timeout_s, every_s=0.2)
-        return mine
+            wait_for(lambda: not set(topics) & set(self.my_topics()), timeout_s=timeout_s, every_s=0.2)
+            lab_owners.forget(self.namespace, topics)
+        return topics
 
     def delete_my_groups(self) -> list[str]:
         """Delete every consumer group of your namespace (their committed offsets): a group
@@ -277,7 +279,9 @@ class Lab:
 
 def start_lab(name: str, clean: bool = True) -> Lab:
     """Check that Kafka answers, say where it is, and (clean=True) delete the topics left in
-    your namespace by an earlier run. A clear message if the cluster is not running."""
+    your namespace by an earlier run of this lab or by labs that ended, saying whose they were;
+    never those of another lab still running (its kernel, its scripts) or in use by a consumer
+    group's members (cluster/lab_owners.py). A clear message if the cluster is not running."""
     import os
 
     from kafka.errors import KafkaError
@@ -300,12 +304,54 @@ def start_lab(name: str, clean: bool = True) -> Lab:
             f"({lab.connection.get('sasl_plain_username')}) was refused, or the cluster is still starting. "
             "On your laptop, `make up` sets your login up; on a hub, ask your course admin."
         ) from None
-    removed = lab.delete_my_topics() if clean else []
-    print(
-        f"{name}: Kafka at {lab.bootstrap_servers}; your namespace is '{lab.namespace}'"
-        + (f"; removed {len(removed)} old topic(s)" if removed else "")
-    )
+    # whose the topics are, as known now (before this lab's own marker): a topic made since the
+    # last start_lab is given the labs that were running or ended since
+    owners = lab_owners.owners(lab.namespace, lab.my_topics())
+    said = f"{name}: Kafka at {lab.bootstrap_servers}; your namespace is '{lab.namespace}'"
+    print(said + (clear_leftovers(lab, owners) if clean and owners else ""))
+    lab_owners.mark_started(lab.namespace, name)
     return lab
+
+
+def clear_leftovers(lab: Lab, owners: dict[str, list[str]]) -> str:
+    """Delete the topics of your namespace (`owners`: each with the labs that may have made it)
+    that no other running lab may be using; what was removed and what was kept, whose and why,
+    as start_lab's message goes on."""
+    topics = list(owners)
+    running = lab_owners.running(lab.namespace, besides=lab.name)
+    in_use = lab_owners.in_use_by_groups(lab.admin, lab.namespace)
+    kept: dict[str, list[str]] = {}  # why -> topics
+    for t in topics:
+        live = [o for o in owners[t] if o in running]
+        groups = [] if owners[t] == [lab.name] else in_use.get(t, [])  # this lab's: its own leftovers
+        if live:
+            pids = ", ".join(str(p) for o in live for p in running[o])
+            kept.setdefault(f"of {' or '.join(live)}, still running (pid {pids})", []).append(t)
+        elif groups:
+            kept.setdefault(
+                f"read by members of group {', '.join(groups)} (a consumer still open, or one that died "
+                "within its session timeout)",
+                [],
+            ).append(t)
+    kept_topics = {t for ts in kept.values() for t in ts}
+    removed = lab._delete_topics([t for t in topics if t not in kept_topics])
+    said = ""
+    if removed:
+        by_lab: dict[str, int] = {}
+        for t in removed:
+            whose = " or ".join(owners[t]) if owners[t] else "no lab the kit knows of"
+            by_lab[whose] = by_lab.get(whose, 0) + 1
+        said += f"\nremoved {len(removed)} old topic(s)" + (
+            f" of {next(iter(by_lab))}" if len(by_lab) == 1 else ": " + ", ".join(f"{n} of {w}" for w, n in by_lab.items())
+        )
+    for why, ts in kept.items():
+        said += f"\nkept {len(ts)} topic(s) {why}: " + ", ".join(t.removeprefix(lab.namespace + ".") for t in ts)
+    if kept:
+        said += (
+            "\n(to remove them, stop what uses them (a kernel: Kernel > Shut Down Kernel) and run this cell "
+            "again, or delete them yourself: lab.delete_my_topics())"
+        )
+    return said
 
 
 def load_flights(day: int | None = None, origin: str | None = None) -> list[dict]:

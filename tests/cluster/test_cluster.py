@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -86,6 +87,29 @@ def test_status_cli_lists_every_node(cluster):
         assert row[0] == str(node) and row[1] == "alive"
         assert row[3] == str(cluster.cfg.port(node))
     assert sum(line.split()[6] == "active" for line in lines[1:4]) == 1
+
+
+def test_status_of_a_stopped_cluster_is_an_answer_for_make_and_exit_3_for_scripts(tmp_path):
+    """No cluster in the folder: `python -m cluster status` says how to start it and exits 3 (as
+    `systemctl status` does); `make status` prints the same and succeeds (no make "Error 3")."""
+    env = {
+        **os.environ,
+        "COURSE_CLUSTER_HOME": str(tmp_path / "none"),
+        "COURSE_PORT_BASE": str(settings.THROWAWAY_PORT_BASE),
+    }
+    cli = subprocess.run([sys.executable, "-m", "cluster", "status"], capture_output=True, text=True, env=env, timeout=120)
+    assert cli.returncode == 3 and "The cluster is not running: `make up`" in cli.stdout, cli.stdout + cli.stderr
+    stamp = tmp_path / "installed"  # the Makefile installs first: this checkout has it installed
+    stamp.touch()
+    made = subprocess.run(
+        ["make", "-s", "-C", str(settings.ROOT), "status", f"PY={sys.executable}", f"STAMP={stamp}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert made.returncode == 0 and "Error" not in made.stderr, made.stdout + made.stderr
+    assert "stopped" in made.stdout and "The cluster is not running" in made.stdout, made.stdout
 
 
 def test_each_node_has_its_own_folder_log_and_ports(cluster):
