@@ -5,7 +5,11 @@ The labs whose gradings start programs for the student's work (JVMs, or lab 12's
 take tens of seconds of both cores each: their self-tests, solution runs and checks with a cluster
 are the `heavy` layer, graded two at a time on a machine that does nothing else. The capstone,
 whose every grading runs a cluster of its own, a Spark job and the faults between them, is a layer
-of its own (`capstone`, also marked heavy), so that neither layer outgrows half an hour."""
+of its own (`capstone`, also marked heavy), so that neither layer outgrows half an hour.
+
+A lab whose self-test a passing run proved on exactly these inputs is not graded again: its record
+in tests/proven/ says so (tests/proven.py). A layer's figures below are for a run that grades
+everything (a clone without records, or COURSE_PROVE_AGAIN=1)."""
 
 from cluster.settings import ROOT
 

@@ -1,0 +1,190 @@
+"""Proofs a full run recorded: a lab's self-test, passed on exactly these inputs, is not graded again.
+
+A lab's self-test grades its whole corpus (tens of gradings; lab 13's take a quarter of an hour).
+When every one of them passes, the run writes `tests/proven/<lab>.json`: a digest of every file
+those gradings read and of the machine's Python and Java, and what each grading scored. A later
+run whose digest is the same has nothing new to prove for that lab: its cases are reported as
+skipped, naming the record. Change anything the lab's gradings read (its notebook, corpus or
+checks, any shared grader, kit or sandbox module, the locks, the datasets, the test cluster's
+settings) and the digest differs, so the lab is graded again. Commit the records a passing run
+wrote with the change they prove (`git status` shows them); a clone without records, or with
+stale ones, grades everything.
+
+What a lab's gradings read is decided by folders, conservatively: everything under the shared
+folders counts, except the files of other labs (each lab's checks import no other lab's module:
+tests/test_layout.py holds it). Documentation, benchmarks, the hub and the other tests do not.
+
+COURSE_PROVE_AGAIN=1 ignores every record (`make test-all`)."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import hashlib
+import json
+import os
+import platform
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from cluster.settings import ROOT
+
+RECORDS = "tests/proven"  # in the repository, beside this module
+
+# Folders and files whose every file the gradings may read (but another lab's: see lab_file).
+SHARED = ("autograder/", "selfcheck/", "cluster/", "staff/", "datasets/", "requirements/")
+SHARED_FILES = ("pyproject.toml", "nbgrader_config.py", "tests/conftest.py", "tests/proven.py")
+# Where a lab's own files are; another lab's are not this lab's inputs.
+PER_LAB = ("solutions/{lab}/", "labs/{lab}/", "staff/corpus/{lab}.toml", "selfcheck/checks/{lab}.py")
+LAB_NAME = re.compile(r"lab\d+")
+
+
+def lab_file(path: str) -> str | None:
+    """The lab a per-lab file belongs to (None for a shared file)."""
+    for pattern in PER_LAB:
+        head = pattern.split("{lab}")[0]
+        if path.startswith(head):
+            name = LAB_NAME.match(path[len(head) :])
+            if name and path.startswith(pattern.format(lab=name.group())):
+                return name.group()
+    return None
+
+
+def is_input(lab: str, path: str) -> bool:
+    """Whether lab's gradings may read this file (a path relative to the repository)."""
+    owner = lab_file(path)
+    if owner is not None:
+        return owner == lab
+    return path in SHARED_FILES or path.startswith(SHARED) or path.startswith("tests/autograder/test_selftest")
+
+
+def repository_files(root: Path = ROOT) -> list[str]:
+    """The files git knows of or would add (tracked, and new ones not ignored), as they are on disk."""
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout
+    return sorted({p for p in out.decode().split("\0") if p and (root / p).is_file()})
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> dict:
+    """What the gradings ran on besides the files: a new Python or Java proves nothing old."""
+    from cluster.java import java_executable
+
+    java = subprocess.run([java_executable(), "-version"], capture_output=True, text=True).stderr
+    return {
+        "python": platform.python_version(),
+        "java": java.splitlines()[0] if java else "",
+        "cores": os.cpu_count(),
+    }
+
+
+def inputs_digest(lab: str, root: Path = ROOT, env: dict | None = None) -> tuple[str, int]:
+    """(sha256 of lab's inputs, how many files)."""
+    h = hashlib.sha256(json.dumps(env or environment(), sort_keys=True).encode())
+    files = [p for p in repository_files(root) if is_input(lab, p)]
+    for p in files:
+        h.update(p.encode() + b"\0" + hashlib.sha256((root / p).read_bytes()).digest())
+    return h.hexdigest(), len(files)
+
+
+@dataclass
+class Proof:
+    lab: str
+    digest: str
+    files: int
+    recorded: str
+    gradings: dict[str, dict[str, float]]  # case -> part -> score
+    seconds: float
+
+    def says(self) -> str:
+        return (
+            f"proven: {len(self.gradings)} gradings of {self.lab} passed on identical inputs "
+            f"({self.files} files, digest {self.digest[:12]}) in the run of {self.recorded} "
+            f"(tests/proven/{self.lab}.json; COURSE_PROVE_AGAIN=1 grades them again)"
+        )
+
+
+def record_path(lab: str, root: Path = ROOT) -> Path:
+    return root / RECORDS / f"{lab}.json"
+
+
+def proven(lab: str, cases: list[str], root: Path = ROOT) -> Proof | None:
+    """The record proving lab's self-test on these inputs, for exactly these cases, or None."""
+    if os.environ.get("COURSE_PROVE_AGAIN"):
+        return None
+    try:
+        proof = Proof(**json.loads(record_path(lab, root).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    if sorted(proof.gradings) != sorted(cases) or proof.digest != inputs_digest(lab, root)[0]:
+        return None
+    return proof
+
+
+def record(
+    lab: str, inputs: tuple[str, int], gradings: dict[str, dict[str, float]], seconds: float, root: Path = ROOT
+) -> Proof:
+    """Write what a passing run proved of lab on these inputs (inputs_digest's, taken before it
+    graded): call it only when every case of it passed."""
+    digest, files = inputs
+    proof = Proof(
+        lab=lab,
+        digest=digest,
+        files=files,
+        recorded=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        gradings=dict(sorted(gradings.items())),
+        seconds=round(seconds, 1),
+    )
+    record_path(lab, root).parent.mkdir(parents=True, exist_ok=True)
+    record_path(lab, root).write_text(json.dumps(proof.__dict__, indent=1) + "\n")
+    return proof
+
+
+@dataclass
+class SelfTest:
+    """A layer's self-test: the report of the labs it graded, and the proofs of those it did not."""
+
+    report: object  # staff.selftest.Report
+    proofs: dict[str, Proof]
+
+    def verdict(self, lab: str, case: str) -> str | None:
+        from staff.selftest import verdict
+
+        return verdict(self.report, lab, case)
+
+
+def self_test(labs: list[str], log: Path) -> SelfTest:
+    """Grade the corpus of every lab a record does not prove; record each lab whose every case
+    passed, on inputs that did not change while it was graded."""
+    from staff.selftest import Report, case_names, grade_corpus, say
+
+    names = {lab: [case for _, case in case_names([lab])] for lab in labs}
+    proofs = {lab: p for lab in labs if (p := proven(lab, names[lab]))}
+    for proof in proofs.values():
+        say(f"selftest: {proof.says()}", log)
+    todo = [lab for lab in labs if lab not in proofs]
+    before = {lab: inputs_digest(lab) for lab in todo}
+    report = grade_corpus(todo, log=log) if todo else Report([], [])
+    for lab in todo:
+        outcomes = [o for o in report.outcomes if o.case.lab == lab]
+        failed = [o.case.name for o in outcomes if not o.ok]
+        if sorted(o.case.name for o in outcomes) != sorted(names[lab]) or failed:
+            why = f"{len(failed)} of {len(names[lab])} gradings did not pass"
+        elif report.changed:
+            why = "something outside the gradings changed"
+        elif inputs_digest(lab) != before[lab]:
+            why = "its inputs changed while it was graded"
+        else:
+            proof = record(
+                lab, before[lab], {o.case.name: o.scores for o in outcomes}, sum(o.seconds for o in outcomes)
+            )
+            say(f"selftest: recorded {lab} ({proof.files} files, digest {proof.digest[:12]}) in tests/proven/", log)
+            continue
+        say(f"selftest: {lab} not recorded as proven: {why}", log)
+    return SelfTest(report, proofs)

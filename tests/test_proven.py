@@ -1,0 +1,99 @@
+"""A record proves a lab's self-test only on exactly the inputs it was written on (tests/proven.py):
+in a repository of its own, what changes the digest of a lab and what does not."""
+
+import json
+import subprocess
+
+import pytest
+
+from proven import inputs_digest, is_input, proven, record, record_path
+
+ENV = {"python": "3.11", "java": "17", "cores": 2}
+
+
+@pytest.mark.parametrize(
+    "lab,path,reads",
+    [
+        ("lab13", "solutions/lab13/lab13.ipynb", True),
+        ("lab13", "labs/lab13/lab13.ipynb", True),
+        ("lab13", "staff/corpus/lab13.toml", True),
+        ("lab13", "selfcheck/checks/lab13.py", True),
+        ("lab1", "selfcheck/checks/lab13.py", False),  # lab1 is a prefix of lab13: not its file
+        ("lab13", "selfcheck/checks/lab1.py", False),
+        ("lab13", "labs/lab12/lab12.ipynb", False),
+        ("lab13", "staff/corpus/lab12.toml", False),
+        ("lab13", "selfcheck/checks/own_cluster.py", True),
+        ("lab13", "autograder/sandbox/jail.py", True),
+        ("lab13", "cluster/jars.lock.toml", True),
+        ("lab13", "requirements/dev.txt", True),
+        ("lab13", "datasets/flights-2013-01.csv.gz", True),
+        ("lab13", "tests/conftest.py", True),
+        ("lab13", "tests/autograder/test_selftest_capstone.py", True),
+        ("lab13", "tests/autograder/test_release.py", False),
+        ("lab13", "tests/layers.py", False),  # a new lab's layer entry proves nothing new of lab 13
+        ("lab13", "README.md", False),
+        ("lab13", "docs/capstone-rubric.md", False),
+        ("lab13", "bench/__main__.py", False),
+        ("lab13", "tests/proven/lab13.json", False),
+    ],
+)
+def test_what_a_labs_gradings_read(lab, path, reads):
+    assert is_input(lab, path) is reads
+
+
+@pytest.fixture
+def repo(tmp_path):
+    files = {
+        "selfcheck/checks/lab1.py": "one",
+        "selfcheck/checks/lab2.py": "two",
+        "selfcheck/checks/kafka_state.py": "shared",
+        "solutions/lab1/lab1.ipynb": "{}",
+        "README.md": "docs",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "."], check=True)
+    return tmp_path
+
+
+def test_a_labs_digest_changes_with_its_inputs_and_only_them(repo):
+    first, count = inputs_digest("lab1", repo, ENV)
+    assert count == 3  # its checks, its notebook, the shared module
+    (repo / "selfcheck/checks/lab2.py").write_text("two, changed")
+    (repo / "README.md").write_text("docs, changed")
+    assert inputs_digest("lab1", repo, ENV)[0] == first
+    for change in (
+        lambda: (repo / "selfcheck/checks/kafka_state.py").write_text("shared, changed"),
+        lambda: (repo / "solutions/lab1/lab1.ipynb").write_text('{"cells": []}'),
+        lambda: (repo / "selfcheck/checks/new_shared.py").write_text("new, not yet added to git"),
+    ):
+        change()
+        assert inputs_digest("lab1", repo, ENV)[0] != first
+        first = inputs_digest("lab1", repo, ENV)[0]
+    assert inputs_digest("lab1", repo, {**ENV, "java": "21"})[0] != first
+
+
+def test_a_record_proves_only_the_same_cases_on_the_same_inputs(repo, monkeypatch):
+    monkeypatch.delenv("COURSE_PROVE_AGAIN", raising=False)
+    cases = ["solution", "blank-release"]
+    assert proven("lab1", cases, repo) is None  # nothing recorded
+    record("lab1", inputs_digest("lab1", repo), {c: {"lab1-q1": 1.0} for c in cases}, 12.0, repo)
+    proof = proven("lab1", cases, repo)
+    assert proof is not None and "2 gradings of lab1" in proof.says()
+    assert proven("lab1", [*cases, "a-new-attack"], repo) is None  # the corpus grew
+    monkeypatch.setenv("COURSE_PROVE_AGAIN", "1")
+    assert proven("lab1", cases, repo) is None
+    monkeypatch.delenv("COURSE_PROVE_AGAIN")
+    (repo / "selfcheck/checks/lab1.py").write_text("one, changed")
+    assert proven("lab1", cases, repo) is None
+    record_path("lab1", repo).write_text("{not json")
+    assert proven("lab1", cases, repo) is None
+
+
+def test_the_record_is_what_a_reviewer_can_read(repo):
+    record("lab1", inputs_digest("lab1", repo), {"solution": {"lab1-q1": 2.0}}, 3.14159, repo)
+    written = json.loads(record_path("lab1", repo).read_text())
+    assert written["gradings"] == {"solution": {"lab1-q1": 2.0}} and written["seconds"] == 3.1
+    assert written["files"] == 3 and len(written["digest"]) == 64
