@@ -4,7 +4,8 @@
 
 Writes DIR with the released labs (labs/, generated from solutions/ by nbgrader), the
 cluster (cluster/), the data (datasets/), the self-checks a test cell calls
-(selfcheck/: `grade("lab1-q2")`), the set-up files (pyproject.toml, Makefile, docker-compose.yml) and
+(selfcheck/: `grade("lab1-q2")`), the rubric of the one part people grade (docs/capstone-rubric.md),
+the set-up files (pyproject.toml, Makefile, docker-compose.yml) and
 JupyterLab settings that hide nbgrader's instructor menus (jupyter/).
 Left out: the grader (autograder/), the staff's tools (staff/: the corpus, the self-test),
 solutions/, the tests, and any secret of the course (.grading-secret, a cluster's passwords).
@@ -32,6 +33,7 @@ COPIED = (
     "requirements/hub.txt",
     "docker-compose.yml",
     ".gitignore",
+    "docs/capstone-rubric.md",  # how the capstone's design note is graded: lab 13's brief points to it
 )
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*_pb2*.py", "*.egg-info")
 
@@ -112,7 +114,8 @@ shows it. With Docker instead: `docker compose up`, then open http://localhost:8
 Work through the labs (`labs/lab1`, `labs/lab2`, ...) in order. Run each notebook from the top; every
 graded part has a test cell right below it, `grade("lab1-q2")`, that checks your work
 against the live cluster and says what it expected, what it found and what to try. Your
-course grades the notebook you hand in the same way, in a fresh kernel.
+course grades the notebook you hand in the same way, in a fresh kernel. The capstone's
+design note (lab 13) is graded by your instructor, by the rubric in `docs/capstone-rubric.md`.
 
 `make lab` starts JupyterLab with the settings in `jupyter/`, which hide nbgrader's instructor
 menus (Formgrader, Create Assignment); a hub gives student servers the same with

@@ -250,9 +250,11 @@ LESSONS = {
         r"airport-hours closed, each count equal to the data's: True",  # event time, in order per key
     ],
     "lab13": [
-        # the rehearsal: the first hours on the board, each equal to the data
+        # the rehearsal: the first hours on the board, each equal to the data; then every hour of
+        # the data on the board with its counts (the closing departures close the last one too)
         r"\w{3} \S+:00  board: (\d+) left, (\d+) delayed   data: \1 left, \2 delayed\n"
         r"\w{3} \S+:00  board: (\d+) left, (\d+) delayed   data: \3 left, \4 delayed\n",
+        r"\n(\d+) airport-hours in the data, \1 on the board, \1 of them with the data's counts \(\d+ s\)\n",
         r"lab13-q1 passed",
         r"lab13-q2 passed",
         r"lab13-q3 passed",
