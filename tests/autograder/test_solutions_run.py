@@ -74,6 +74,42 @@ def avro_smaller(text: str) -> bool:
     return bool(m) and int(m[2]) < int(m[1])
 
 
+def table_is_latest(text: str) -> bool:
+    """Lab 12: the table's value of the busiest plane is the last destination of its stream."""
+    m = re.search(r"^(\S+) in the stream: (.+)\n\1 in the table: +(\S+)$", text, re.M)
+    return bool(m) and m[2].split(" -> ")[-1] == m[3]
+
+
+def changelog_is_small(text: str) -> bool:
+    """Lab 12: the changelog holds far fewer records than there were flights (changes at commits,
+    one record per changed key)."""
+    flights = re.search(r"as a stream: (\d+) events", text)
+    changelog = re.search(r"the changelog: (\d+) records", text)
+    return bool(flights and changelog) and 5 * int(changelog[1]) < int(flights[1])
+
+
+def open_transaction_unseen(text: str) -> bool:
+    """Lab 12: killed mid-stream, laptop-a had written counts that read_committed does not show, and
+    its open transaction holds read_committed readers back."""
+    m = re.search(
+        r"laptop-a killed while flights still came: True; (\d+) counts committed, (\d+) written; its open "
+        r"transaction holds read_committed readers back on [1-3] of 3 partitions",
+        text,
+    )
+    return bool(m) and 0 < int(m[1]) < int(m[2])
+
+
+def regrouped_hours_drop_late(text: str) -> bool:
+    """Lab 12: a window after group_by drops many flights as late (the repartition topic is out of
+    time order), where the topic keyed by airport counted every closed hour right."""
+    m = re.search(
+        r"through group_by: (\d+) airport-hours closed, (\d+) of them equal to the data's; (\d+) of their "
+        r"(\d+) flights counted",
+        text,
+    )
+    return bool(m) and int(m[3]) < 0.9 * int(m[4]) and int(m[2]) < int(m[1])
+
+
 # What the demos must print, every run: the lesson, not just "something" (a pattern, or a
 # function of the printed text for a lesson that compares two figures).
 LESSONS = {
@@ -238,8 +274,14 @@ LESSONS = {
     ],
     "lab12": [
         r"as a stream: 935 events; as a table: 709 rows, one per plane",  # one topic, two readings
+        table_is_latest,  # the table keeps a plane's last flight
         r"its changelog's cleanup.policy: compact",
+        changelog_is_small,  # changes written at commits, one record per changed key
         r"its latest counts equal the flights per carrier: True",  # the state is in the cluster too
+        open_transaction_unseen,  # killed mid-transaction: written, not committed
+        # the same transactional id: laptop-a's transaction aborted as laptop-b starts, not after its 60 s timeout
+        r"laptop-a's transaction ended ([0-9]|[1-3]\d|4[0-4]) s after laptop-b started with the same transactional id "
+        r"\(\S+\.carrier-counts\)",
         r"every carrier's last count is exact: True",  # killed, started elsewhere
         r"each count once \(1, 2, 3, \.\.\.\): True",  # exactly once
         r"lab12-q1 passed",
@@ -248,6 +290,7 @@ LESSONS = {
         r"predicted_joined: you predicted 20, the demo showed 16",  # lab12-q2's feedback
         r"lab12-q2 passed",
         r"airport-hours closed, each count equal to the data's: True",  # event time, in order per key
+        regrouped_hours_drop_late,  # after group_by: the repartition topic's order, many late
     ],
     "lab13": [
         # the rehearsal: the first hours on the board, each equal to the data; then every hour of
