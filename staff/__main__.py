@@ -8,8 +8,12 @@ import sys
 
 
 def cmd_selftest(a) -> int:
-    from .selftest import selftest
+    from .selftest import labs, selftest
 
+    unknown = [lab for lab in a.labs if lab not in labs()]
+    if unknown:
+        print(f"selftest: no lab {', '.join(unknown)}; the course's labs are {' '.join(labs())}", file=sys.stderr)
+        return 2
     return selftest(labs=a.labs, cores=a.cores, write_corpus=a.write_corpus, only=a.only, via=a.via)
 
 

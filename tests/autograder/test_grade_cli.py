@@ -92,6 +92,13 @@ def test_missing_notebook_and_unknown_lab_cannot_be_graded(cluster, tmp_path):
     assert proc.returncode == 2 and "unknown lab 'lab99'" in proc.stderr
 
 
+def test_the_staff_selftest_names_an_unknown_lab_and_the_course_labs():
+    proc = subprocess.run(
+        [sys.executable, "-m", "staff", "selftest", "lab1", "nolab"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2 and "no lab nolab; the course's labs are lab1 lab2" in proc.stderr, proc.stderr
+
+
 def test_a_corrupt_notebook_is_graded_zero_with_the_reason(cluster, tmp_path):
     bad = tmp_path / "lab1.ipynb"
     bad.write_text('{"cells": [ this is not json')
