@@ -12,8 +12,10 @@ class CheckFailed(AssertionError):
     def __init__(self, what: str, expected: Any = None, found: Any = None, hint: str = ""):
         self.what, self.expected, self.found, self.hint = what, expected, found, hint
         msg = what
+        if expected is not None:  # (a failure that says only what it found has no "expected: None")
+            msg += f"\n  expected: {_short(expected)}"
         if expected is not None or found is not None:
-            msg += f"\n  expected: {_short(expected)}\n  found:    {_short(found)}"
+            msg += f"\n  found:    {_short(found)}"
         if hint:
             msg += f"\n  hint: {hint}"
         super().__init__(msg)

@@ -24,7 +24,7 @@ from cluster.waiting import wait_for
 from . import CheckFailed, Context, LabPolicy, check, expect, prediction, prediction_feedback
 from .kafka_state import end_offsets, graders_topic, read_all, short_name
 from .flights import FAKE_CARRIER, graders_flights
-from .scripts import ScriptRun, start, stop
+from .scripts import ScriptRun, ended_early, start, stop
 
 COUNTS_SCRIPT = "carrier_counts.py"
 JOIN_SCRIPT = "flights_with_planes.py"
@@ -132,15 +132,13 @@ def first_output(ctx: Context, run: ScriptRun, topic: str, what: str) -> None:
     def written() -> int:
         return sum(end_offsets(ctx, short_name(topic)).values())
 
-    seen = wait_for(written, timeout_s=APP_START_S, every_s=0.3, until=lambda n: n > 0 or run.proc.poll() is not None)
+    seen = wait_for(written, timeout_s=APP_START_S, every_s=0.3, until=lambda n: n > 0, stop_if=run.ended)
     if not seen or not seen.last:
+        hint = "Run it from the notebook on your own topics first; it must read its arguments, not names of its own."
+        if run.ended():
+            raise ended_early(run, f"before it wrote to {short_name(topic)}", hint)
         stop(run.proc)
-        raise CheckFailed(
-            f"{run.name} {what}: it wrote nothing to {short_name(topic)} "
-            + (f"and ended (exit {run.proc.returncode})" if run.proc.returncode is not None else f"in {APP_START_S} s"),
-            found=run.output()[-800:] or "(it printed nothing)",
-            hint="Run it from the notebook on your own topics first; it must read its arguments, not names of its own.",
-        )
+        raise CheckFailed(f"{run.name} {what}: it wrote nothing to {short_name(topic)} in {APP_START_S} s", hint=hint)
 
 
 # --- lab12-q1: a stateful count, killed and started again elsewhere ------------------------------
@@ -169,8 +167,13 @@ def counts_survive_a_crash(ctx: Context) -> str:
         lambda: len(committed(ctx, counts)),
         timeout_s=APP_START_S,
         every_s=0.2,
-        until=lambda n: n > 0 or first.proc.poll() is not None,
+        until=lambda n: n > 0,
+        stop_if=first.ended,
     )
+    if not some and first.ended():
+        raise ended_early(
+            first, "before a transaction of its counts committed", "The app runs until it is stopped (app.run())."
+        )
     expect(
         bool(some) and some.last > 0,
         f"{COUNTS_SCRIPT} (run 1) committed no count within {APP_START_S} s of its first one",
@@ -206,19 +209,19 @@ def counts_survive_a_crash(ctx: Context) -> str:
         every_s=1,
         until=lambda seen: seen[1] == dict(truth) or seen[0],
     )
-    still = second.proc.poll() is None
+    still = not second.ended()
     stop(second.proc)
     story = (
         f"run 1 killed {kill_after:.1f} s after its first commit"
         + (f" (it had ended by itself, exit {ended})" if ended is not None else "")
         + f"; {', '.join(left) or 'nothing'} removed; run 2 started"
     )
-    expect(
-        still,
-        f"{COUNTS_SCRIPT} (run 2) ended by itself (exit {second.proc.returncode}) after {story}",
-        found=second.output()[-600:],
-        hint="The app runs until it is stopped (app.run()), as a service does; the grader stops it.",
-    )
+    if not still:
+        raise ended_early(
+            second,
+            f"by itself, after {story}",
+            "The app runs until it is stopped (app.run()), as a service does; the grader stops it.",
+        )
     repeated = {c: ns for c, ns in found.items() if ns != list(range(1, len(ns) + 1))}
     seen = {trouble(ns, truth[c]) for c, ns in repeated.items()}
     expect(
@@ -353,16 +356,18 @@ def join_finds_every_plane(ctx: Context) -> str:
         lambda: app_groups_at_end(ctx, planes_t),
         timeout_s=APP_START_S,
         every_s=0.5,
-        until=lambda groups: bool(groups) or run.proc.poll() is not None,
+        until=bool,
+        stop_if=run.ended,
     )
     if not loaded or not loaded.last:
+        hint = "The app reads both topics from their first record (lab.streams_app does) and runs until stopped."
+        if run.ended():
+            raise ended_early(run, "before it had read the planes' topic", hint)
         stop(run.proc)
         raise CheckFailed(
-            f"{JOIN_SCRIPT} ended (exit {run.proc.returncode}) before it had read the planes' topic"
-            if run.proc.returncode is not None
-            else f"{JOIN_SCRIPT} did not read the planes' topic to its end within {APP_START_S} s",
+            f"{JOIN_SCRIPT} did not read the planes' topic to its end within {APP_START_S} s",
             found=run.output()[-800:] or "(it printed nothing)",
-            hint="The app reads both topics from their first record (lab.streams_app does) and runs until stopped.",
+            hint=hint,
         )
     produce(ctx, flights_t, [(e["origin"], e) for e in events])
     ids = {e["id"] for e in events}
@@ -374,8 +379,10 @@ def join_finds_every_plane(ctx: Context) -> str:
         every_s=1,
         until=lambda seen: seen[0] or len(seen[1]) >= len(ids),
     )
-    stop(run.proc)
     got = found.last[1] if found.last else []
+    if run.ended() and len(got) < len(ids):  # it ended by itself before it had written every flight
+        raise ended_early(run, "before it had written every flight", "The app runs until it is stopped (app.run()).")
+    stop(run.proc)
     by_id: dict[str, list] = {}
     for v in got:
         if isinstance(v, dict) and "id" in v:

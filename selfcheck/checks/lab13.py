@@ -68,7 +68,7 @@ from cluster.waiting import wait_for
 from . import CheckFailed, Context, LabPolicy, check, expect
 from .kafka_state import read_all, short_name
 from .own_cluster import BROKERS, all_up, cluster_of, described, partitions, retried, stop_one, wait_until
-from .scripts import ScriptRun, frozen, start, stop, wait
+from .scripts import ScriptRun, ended_early, frozen, start, stop, wait
 
 SETUP, PRODUCER, JOB = "board_setup.py", "board_producer.py", "board_job.py"
 LATENESS_MIN = 30  # the brief: departures up to this late are counted
@@ -287,6 +287,7 @@ class Run:
     job_starts: int = 0
     job_exits: list[str] = field(default_factory=list)
     job_failed: str = ""  # why the job's part of the run could not go on (q3, q4 and q6 say it)
+    job_hint: str = ""  # what to do about it, when its run says (a template not written yet)
     crashed: bool = False  # the job was killed mid-stream and started again
     notes: list[str] = field(default_factory=list)
     given_at: dict[str, float] = field(default_factory=dict)  # id -> when its line was given (monotonic)
@@ -338,12 +339,12 @@ class Feeder:
         if self.run.proc.stdin is not None:
             self.run.proc.stdin.close()
         code = wait(self.run, ACK_WAIT_S * 2)
-        expect(
-            code == 0,
-            f"{PRODUCER} should end by itself (exit 0) once its input ends",
-            found=f"exit {code}: " + self.run.output()[-300:],
-            hint="After the input ends, flush() the producer and return.",
-        )
+        if code != 0:
+            raise ended_early(
+                self.run,
+                "once its input ended",
+                hint="It should end by itself (exit 0) once its input ends: flush() the producer and return.",
+            )
 
     def upgrade(self) -> None:
         """The airports move to version 2: the producer is stopped (its input closed) and started
@@ -398,6 +399,11 @@ class Feeder:
                 if not burst:
                     stdin.flush()
             except (BrokenPipeError, OSError):
+                hint = (
+                    "Read departures from sys.stdin until it ends; a failed send should be retried, not end the script."
+                )
+                if self.run.ended():
+                    raise ended_early(self.run, "while the grader still gave it departures", hint) from None
                 raise CheckFailed(
                     f"{PRODUCER} stopped reading its input",
                     found=self.run.output()[-500:],
@@ -449,7 +455,12 @@ class Job:
         code = self.proc.proc.poll()
         if code is None or self.r.job_failed:
             return
-        self.r.job_exits.append(f"exit {code}: {self.proc.output()[-300:].strip()}")
+        self.proc.ended()
+        self.r.job_exits.append(self.proc.why())
+        if self.proc.not_written():  # the template: starting it again changes nothing
+            self.r.job_failed = self.r.job_exits[-1]
+            self.r.job_hint = ended_early(self.proc).hint
+            return
         if len(self.r.job_exits) > JOB_RESTARTS:
             self.r.job_failed = (
                 f"{JOB} exited by itself {len(self.r.job_exits)} times; the last: {self.r.job_exits[-1]}"
@@ -618,12 +629,11 @@ def _delete_topics(ctx: Context, topics: list[str]) -> None:
 def _setup(ctx: Context, r: Run) -> None:
     setup = start(ctx, SETUP, r.events_topic, r.board_topic, tag="setup")
     code = wait(setup, SETUP_DEADLINE_S)
-    expect(
-        code == 0,
-        f"{SETUP} failed (exit {code})",
-        found=setup.output()[-600:],
-        hint="Run it in the notebook on your own cluster with two new names; it should make both topics and end.",
-    )
+    if code != 0:
+        raise ended_early(
+            setup,
+            hint="Run it in the notebook on your own cluster with two new names; it should make both topics and end.",
+        )
     for topic in (r.events_topic, r.board_topic):
         try:
             wait_until(lambda t=topic: all(lead is not None for lead, _ in partitions(ctx, t).values()), topic, 30)
@@ -696,8 +706,15 @@ def _faults(ctx: Context, r: Run, day: Day, feeder: Feeder, job: Job, view: Cont
     rest = [e for e in day.events if e["id"] not in before]
 
     feeder.give(first)
+    acked = feeder.wait_acked({e["id"] for e in first})
+    if not acked and feeder.run.ended():
+        raise ended_early(
+            feeder.run,
+            f"before it reported the first {len(first)} departures as acknowledged",
+            hint="It reads departures from stdin until the input ends, printing 'acked <id>' for each.",
+        )
     expect(
-        feeder.wait_acked({e["id"] for e in first}),
+        acked,
         f"{PRODUCER} did not report the first {len(first)} departures as acknowledged within {ACK_WAIT_S} s "
         "(every broker up)",
         expected=f"a line 'acked {first[0]['id']}' per departure, printed as soon as it is acknowledged",
@@ -1127,8 +1144,8 @@ def _job_ran(r: Run) -> None:
     expect(
         not r.job_failed,
         r.job_failed or "",
-        found=r.job_exits[-1:] or None,
-        hint="Run the job on your own cluster from the notebook (the rehearsal) and read the board; a streaming "
+        hint=r.job_hint
+        or "Run the job on your own cluster from the notebook (the rehearsal) and read the board; a streaming "
         "job runs until it is stopped, and lets its Kafka client retry while a broker is down.",
     )
 

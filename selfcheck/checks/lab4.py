@@ -9,7 +9,7 @@ from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, check, expect, expect_equal, partitions_wrong, prediction, prediction_feedback
 from .kafka_state import committed_offsets, end_offsets, fill, graders_topic, short_name
-from .scripts import start, stop, wait
+from .scripts import ended_early, start, stop, wait
 
 TOPIC, PARTITIONS = "departures", 4
 MEMBER_SCRIPT = "group_member.py"
@@ -150,14 +150,22 @@ def _members_split_partitions(ctx: Context) -> list[int]:
     def a_member_failed() -> bool:
         return any(r.proc.poll() not in (None, 0) for r in runs)
 
+    from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError
+
     waited = wait_for(
-        lambda: group_state(ctx, group), timeout_s=STABLE_DEADLINE_S, until=formed, every_s=0.5, stop_if=a_member_failed
+        lambda: group_state(ctx, group),
+        timeout_s=STABLE_DEADLINE_S,
+        until=formed,
+        every_s=0.5,
+        stop_if=a_member_failed,
+        # a group no member has joined yet (they died first) may have no coordinator to ask
+        retry_on=(CoordinatorNotAvailableError, CoordinatorLoadInProgressError),
     )
     if waited.stopped:
         bad = next(r for r in runs if r.proc.poll() not in (None, 0))
-        last = bad.output().strip().splitlines()[-1:] or ["(no output)"]
-        raise CheckFailed(
-            f"{MEMBER_SCRIPT} exited with status {bad.proc.returncode}: {last[0]}",
+        raise ended_early(
+            bad,
+            f"before its group {ctx.group(group)} had formed",
             hint="Run it yourself in a terminal (python group_member.py g m 5) to see the whole error.",
         )
     state = waited.last or {}
@@ -213,7 +221,9 @@ def members_commit_everything(ctx: Context) -> None:
         _members_split_partitions(ctx)
     group, runs = ctx.scratch["member_runs"]
     codes = [wait(r) for r in runs]
-    expect(all(c == 0 for c in codes), f"{MEMBER_SCRIPT} should exit 0 once idle", expected=[0] * MEMBERS, found=codes)
+    failed = next((r for r, c in zip(runs, codes) if c != 0), None)
+    if failed is not None:
+        raise ended_early(failed, hint=f"{MEMBER_SCRIPT} should exit 0 once idle (exits of the five: {codes}).")
     reports = []
     for r in runs:
         lines = [ln for ln in r.output().splitlines() if ln.startswith("{")]
@@ -255,6 +265,8 @@ def commits_while_running(ctx: Context) -> None:
             if committed == ends:
                 return
             time.sleep(0.5)
+        if run.ended() and run.proc.returncode != 0:
+            raise ended_early(run, f"alone in group {ctx.group(group)}, before it had committed to the end")
         raise CheckFailed(
             f"one {MEMBER_SCRIPT} alone in group {ctx.group(group)}, {time.monotonic() - since:.0f} s "
             "after it started and "

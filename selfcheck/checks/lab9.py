@@ -42,7 +42,7 @@ from .flights import (
 )
 from .kafka_state import end_offsets, read_all, short_name
 from .spark_labs import MAX_OUTPUT_ROWS, SPARK_POLICY, SPARK_VALUE_S, no_links
-from .scripts import read_student_file, run_folder, start, stop, wait
+from .scripts import ended_early, read_student_file, run_folder, start, stop, wait
 
 JOB_SCRIPT = "delays_job.py"
 OUTPUT, CHECKPOINT = "hourly", "hourly-checkpoint"  # the job's folders, in the notebook's folder
@@ -404,7 +404,7 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
         blocked, batch = None, fail_from
         no_links(ctx.workdir, CHECKPOINT, f"{CHECKPOINT}/commits", f"{CHECKPOINT}/offsets")
         deadline = time.monotonic() + JOB_DEADLINE_S
-        while run.proc.poll() is None and time.monotonic() < deadline:
+        while not run.ended() and time.monotonic() < deadline:
             if blocked is None and (now := batch_watermark(checkpoint, batch)) is not None:
                 before = batch_watermark(checkpoint, batch - 1)
                 if before is not None and now // hour_ms > before // hour_ms:  # it closes a window
@@ -432,14 +432,17 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
                 hint="The job must run its query on Spark, not imitate its files.",
             )
             return f"{tag}: failed in micro-batch {blocked}, after its output and before its commit"
-        last = (run.output().strip().splitlines() or ["(no output)"])[-1]
+        if ended not in (None, 0) and blocked is None:  # it failed on its own: say why
+            raise ended_early(
+                run,
+                f"before micro-batch {batch}, where the grader meant to make it fail",
+                hint="Run the job's cell and read its whole error.",
+            )
         why = (
             f"ended with exit 0 although its micro-batch {blocked} could not commit (does it catch the query's error?)"
             if ended == 0 and blocked is not None
             else "ended before it"
             if ended == 0
-            else f"failed before it: {last}"
-            if ended is not None and blocked is None
             else f"did not stop within {JOB_DEADLINE_S} s"
             if blocked is not None
             else f"had not reached micro-batch {batch} after {JOB_DEADLINE_S} s"
@@ -487,10 +490,8 @@ def run_job(ctx: Context, topic: str, tag: str, fail_from: int | None = None) ->
             hint=hint,
         )
     if code != 0:
-        last = (run.output().strip().splitlines() or ["(no output)"])[-1]
-        raise CheckFailed(
-            f"{JOB_SCRIPT} ({tag}) failed: {last}",
-            found=run.output()[-600:],
+        raise ended_early(
+            run,
             hint="Run the job's cell and read its whole error; a restart must read the checkpoint the run before left.",
         )
     return f"{tag}: exit 0"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cluster.safe_files import RefusedPath, kind, list_dir, read_bytes, tail_text
+from cluster.scripts import Script
 from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, expect
@@ -37,14 +38,26 @@ MAX_FROZEN_FILES = 64  # top-level Python files of the notebook's folder the gra
 MAX_FROZEN_BYTES = 2 * 2**20  # each (a script and the modules it imports are kilobytes)
 
 
-@dataclass
-class ScriptRun:
-    proc: subprocess.Popen
-    log: Path
-    name: str  # the student's script, for messages
+class ScriptRun(Script):
+    """A run of the grader's copy of a student's script: cluster.scripts.Script (its process, its
+    log, why it ended), with the sandbox's exit status for a kill read as the kill it was."""
 
     def output(self) -> str:
         return tail_text(self.log.parent, self.log.name, MAX_LOG_CHARS)
+
+    def exit_code(self) -> int | None:
+        code = self.proc.poll()
+        return -signal.SIGKILL if code == SANDBOX_KILLED else code
+
+
+def ended_early(run: ScriptRun, before: str = "", hint: str = "", found: str | None = None) -> CheckFailed:
+    """The failure of a script that ended by itself while the check needed it running (or needed
+    it to succeed): how and why it ended (run.why), `before` what it had done, and a hint (the
+    template's own when it is not written yet). Nothing of its output is trusted but as a message."""
+    if run.not_written():  # the template: what else it did or printed does not matter
+        found = None
+        hint = f"Replace `raise NotImplementedError()` in the %%writefile {run.name} cell with your code, run that cell, then this test."
+    return CheckFailed(run.why(before), found=found, hint=hint)
 
 
 def read_student_file(root: Path, relative: str | Path, limit: int = 16 * 2**20) -> str | None:
@@ -196,6 +209,8 @@ def start(
     # The log lives in the grader's own folder, out of the sandbox's reach (a link planted in
     # the working folder would otherwise make the grader write over any file it can).
     log = (ctx.logdir or ctx.workdir) / f"{Path(name).stem}-{tag or time.monotonic_ns()}.log"
+    # A self-check's log is beside the notebook; a grading's is the grader's, out of the student's sight.
+    log_name = log.name if ctx.logdir is None else f"the grader's log {log.name}"
     with open(log, "wb") as out:  # grader-only: the grader's log folder (ctx.logdir)
         kw = dict(stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         if sandbox is not None:
@@ -207,7 +222,7 @@ def start(
         timer.daemon = True
         timer.start()
     ctx.cleanup.append(lambda: stop(proc))
-    return ScriptRun(proc, log, name)
+    return ScriptRun(name, proc, log, tag, log_name)
 
 
 def wait(run: ScriptRun, timeout: float = SCRIPT_DEADLINE_S) -> int:
@@ -221,6 +236,7 @@ def wait(run: ScriptRun, timeout: float = SCRIPT_DEADLINE_S) -> int:
             found=run.output()[-500:],
             hint="The script should stop by itself once no message has arrived for a while.",
         ) from None
+    run.ended()
     return CRASHED if code in (CRASHED, SANDBOX_KILLED) else code
 
 

@@ -6,7 +6,10 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
+
+import pytest
 
 WRITER = textwrap.dedent("""
     import json, os, sys
@@ -151,3 +154,54 @@ def test_crash_after_commit_counts_only_transactions_that_sent_a_record(cluster,
     done = run(tmp_path, "--crash-after-commit", "1", "writer.py", topic, "0", "0", "3", "5", script=PRODUCER)
     assert done.returncode == -9, done.stderr
     assert read(topic, "read_committed") == [f"2-{i}" for i in range(3)]
+
+
+# A student's script that dies, as a part's check sees it (a self-check, as grade() runs it in the
+# kernel): at once, with the exception's last line and the log's name; the blank template's
+# NotImplementedError as "not written yet". A kafka-python lab (4) and a quixstreams one (12).
+BLANK = '"""The template."""\nimport sys\n\nfrom cluster.lab import start_lab\n\n# YOUR CODE HERE\nraise NotImplementedError()\n'
+RAISES_AT_ONCE = 'import sys\n\nprint("starting", sys.argv[1:])\nraise KeyError("origin")\n'
+
+
+def graded(tmp_path: Path, monkeypatch, label: str, scripts: dict[str, str]) -> tuple[str, float]:
+    """grade(label) in a notebook's folder holding these scripts: its message and seconds."""
+    from selfcheck.checks import CheckFailed, grade
+
+    for name, text in scripts.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    began = time.monotonic()
+    with pytest.raises(CheckFailed) as failed:
+        grade(label, {})
+    return str(failed.value), time.monotonic() - began
+
+
+@pytest.mark.parametrize("text", [BLANK, RAISES_AT_ONCE], ids=["blank", "raises-at-once"])
+def test_lab4_a_member_that_dies_is_told_at_once(cluster, tmp_path, monkeypatch, text):
+    from cluster.lab import start_lab
+
+    start_lab("lab4", clean=False).fresh_topic("departures", 4)
+    message, seconds = graded(tmp_path, monkeypatch, "lab4-q2", {"group_member.py": text})
+    if text == BLANK:
+        assert message.startswith("group_member.py is not written yet: it still raises NotImplementedError"), message
+        assert "hint: Replace `raise NotImplementedError()` in the %%writefile group_member.py cell" in message
+    else:
+        assert "(exit 1): KeyError: 'origin'" in message, message
+    assert "before its group test.members-" in message and ".log)" in message, message
+    assert "expected:" not in message and "Traceback" not in message, message
+    assert seconds < 30, f"{seconds:.0f} s to see a script that died at once"
+
+
+@pytest.mark.parametrize("text", [BLANK, RAISES_AT_ONCE], ids=["blank", "raises-at-once"])
+def test_lab12_an_app_that_dies_is_told_at_once(cluster, tmp_path, monkeypatch, text):
+    message, seconds = graded(tmp_path, monkeypatch, "lab12-q1", {"carrier_counts.py": text})
+    if text == BLANK:
+        assert message.startswith("carrier_counts.py is not written yet: it still raises NotImplementedError"), message
+        assert "(run 1: it ended after" in message
+    else:
+        assert message.startswith("carrier_counts.py (run 1) ended after"), message
+        assert "(exit 1): KeyError: 'origin'" in message
+    assert "before it wrote to counts-" in message and "its output is in carrier_counts-run 1.log" in message
+    assert (tmp_path / "carrier_counts-run 1.log").exists(), "the log a self-check names is beside the notebook"
+    assert "expected:" not in message and "Traceback" not in message, message
+    assert seconds < 30, f"{seconds:.0f} s to see a script that died at once"

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from autograder.sandbox import Sandbox, available
 from selfcheck.checks import CheckFailed, Context, run_cleanups
-from selfcheck.checks.scripts import start, wait
+from selfcheck.checks.scripts import ended_early, start, wait
 
 # What the script finds: its own text's version, whether its HOME and TMPDIR were empty, what an
 # earlier run left, and whether a module beside it imports.
@@ -115,3 +116,91 @@ def test_a_script_never_written_is_named(tmp_path):
     with pytest.raises(CheckFailed, match="job.py does not exist"):
         start(ctx, "job.py")
     run_cleanups(ctx.cleanup)
+
+
+# What a student's script that dies says: the blank template, and a script that raises at once.
+BLANK = 'import sys\nprint("lab12: Kafka at ...", sys.argv[1:])\n# YOUR CODE HERE\nraise NotImplementedError()\n'
+RAISES = textwrap.dedent("""
+    import json, sys
+    print("starting", sys.argv[1:])
+    flight = json.loads('{"dest": "ORD"}')
+    print(flight["origin"])
+""")
+
+
+def died(ctx: Context, text: str) -> tuple[str, str, float]:
+    """Run job.py (the text) as a check does, until it ends: the check's message, its hint, and the
+    seconds from its start to the message."""
+    (ctx.workdir / "job.py").write_text(text)
+    try:
+        run = start(ctx, "job.py", "flights", tag="run 1")
+        wait(run, 30)
+        failed = ended_early(run, "before it wrote to counts")
+        seconds = time.monotonic() - run.started
+    finally:
+        run_cleanups(ctx.cleanup)
+    return str(failed), failed.hint, seconds
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_blank_script_is_not_written_yet(tmp_path, mode):
+    ctx = context(tmp_path, mode)
+    message, hint, seconds = died(ctx, BLANK)
+    assert message.startswith("job.py is not written yet: it still raises NotImplementedError (run 1: it ended after")
+    assert "before it wrote to counts" in message and "job-run 1.log" in message, message
+    assert "expected:" not in message and "Traceback" not in message, message
+    assert "Replace `raise NotImplementedError()` in the %%writefile job.py cell" in hint
+    assert seconds < 10
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_script_that_raises_at_once_says_its_last_error(tmp_path, mode):
+    ctx = context(tmp_path, mode)
+    message, hint, seconds = died(ctx, RAISES)
+    assert message.startswith("job.py (run 1) ended after"), message
+    assert "before it wrote to counts (exit 1): KeyError: 'origin'" in message, message
+    assert "the grader's log job-run 1.log" in message  # a grading's log is the grader's (ctx.logdir)
+    assert "expected:" not in message and "found:" not in message and "not written" not in hint
+    assert seconds < 10
+
+
+def test_the_last_error_is_the_last_tracebacks_last_line():
+    from cluster.scripts import last_error, not_written
+
+    chained = (
+        "noise\nTraceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'x'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        'Traceback (most recent call last):\n  File "a.py", line 3, in <module>\n    f()\n'
+        "kafka.errors.NoBrokersAvailable: NoBrokersAvailable\n26/01/01 INFO ShutdownHookManager: done\n"
+    )
+    assert last_error(chained) == "kafka.errors.NoBrokersAvailable: NoBrokersAvailable"
+    py4j = "Traceback (most recent call last):\n  File ...\npy4j.protocol.Py4JJavaError: An error.\n: java.io.IOException: no\n"
+    assert last_error(py4j) == "py4j.protocol.Py4JJavaError: An error. : java.io.IOException: no"
+    assert last_error("just a line\n") is None
+    assert last_error("Traceback (most recent call last):\n  File x\n" + "E" * 5000).endswith("...")
+    assert not_written("NotImplementedError") and not not_written("KeyError: 'NotImplementedError'")
+    assert not not_written("NotImplementedError: a library's feature it does not have")
+
+
+def test_a_try_it_cell_sees_its_script_die_at_once(tmp_path, monkeypatch):
+    """The kit's start_script: a wait on a script that died ends at once, saying why."""
+    from cluster.scripts import ScriptEnded, run_script, start_script
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app.py").write_text(BLANK)
+    (tmp_path / "bad.py").write_text(RAISES)
+    app = start_script("app.py", "flights", log="laptop-a.log")
+    began = time.monotonic()
+    with pytest.raises(ScriptEnded, match=r"app.py is not written yet: .* its output is in laptop-a.log"):
+        app.wait_for(lambda: False, timeout_s=120)
+    assert time.monotonic() - began < 10
+    with pytest.raises(
+        ScriptEnded, match=r"bad.py ended after .* \(exit 1\): KeyError: 'origin' \(its output is in bad.log\)"
+    ):
+        run_script("bad.py")
+    (tmp_path / "reads.py").write_text(
+        "import sys, time\nprint(len(sys.stdin.read()))\ntime.sleep(float(sys.argv[1]))\n"
+    )
+    assert run_script("reads.py", "0", input=b"abc") == 0 and (tmp_path / "reads.log").read_text() == "3\n"
+    planned = ["--crash-after", "0.2"]  # a planned crash of the harness is an exit the cell expects
+    assert run_script("reads.py", "30", input=b"", harness=planned, crash_expected=True) == -9
