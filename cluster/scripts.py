@@ -167,11 +167,15 @@ class Script:
         """Its exit status, once it ends."""
         return self.proc.wait(timeout_s)
 
-    def terminate(self) -> None:
-        """SIGTERM: it may finish what it does and close its clients."""
+    def terminate(self, grace_s: float = 60) -> None:
+        """SIGTERM: it may finish what it does and close its clients; SIGKILL if it has not
+        within grace_s (a Spark driver stopping on a busy machine takes tens of seconds)."""
         if not self.ended():
             self.proc.terminate()
-            self.proc.wait(30)
+            try:
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
 
     def kill(self) -> None:
         """SIGKILL: as in a crash."""
