@@ -84,9 +84,9 @@ def environment() -> dict:
     }
 
 
-def inputs_digest(lab: str, root: Path = ROOT, env: dict | None = None) -> tuple[str, int]:
-    """(sha256 of lab's inputs, how many files)."""
-    h = hashlib.sha256(json.dumps(env or environment(), sort_keys=True).encode())
+def inputs_digest(lab: str, root: Path = ROOT, env: dict | None = None, extra: str = "") -> tuple[str, int]:
+    """(sha256 of lab's inputs, how many files); extra: more that the proof depends on."""
+    h = hashlib.sha256(json.dumps(env or environment(), sort_keys=True).encode() + extra.encode())
     files = [p for p in repository_files(root) if is_input(lab, p)]
     for p in files:
         h.update(p.encode() + b"\0" + hashlib.sha256((root / p).read_bytes()).digest())
@@ -103,32 +103,43 @@ class Proof:
     seconds: float
 
     def says(self) -> str:
+        what = (
+            f"{self.lab}'s solution ran top to bottom, every lesson printed,"
+            if list(self.gradings) == [SOLUTION_RUN]
+            else f"{len(self.gradings)} gradings of {self.lab} passed"
+        )
         return (
-            f"proven: {len(self.gradings)} gradings of {self.lab} passed on identical inputs "
+            f"proven: {what} on identical inputs "
             f"({self.files} files, digest {self.digest[:12]}) in the run of {self.recorded} "
-            f"(tests/proven/{self.lab}.json; COURSE_PROVE_AGAIN=1 grades them again)"
+            f"(tests/proven/; COURSE_PROVE_AGAIN=1 grades them again)"
         )
 
 
-def record_path(lab: str, root: Path = ROOT) -> Path:
-    return root / RECORDS / f"{lab}.json"
+def record_path(lab: str, root: Path = ROOT, kind: str = "") -> Path:
+    return root / RECORDS / f"{lab}{'-' + kind if kind else ''}.json"
 
 
-def proven(lab: str, cases: list[str], root: Path = ROOT) -> Proof | None:
-    """The record proving lab's self-test on these inputs, for exactly these cases, or None."""
+def proven(lab: str, cases: list[str], root: Path = ROOT, kind: str = "", extra: str = "") -> Proof | None:
+    """The record proving lab's self-test (or another `kind` of proof, on `extra` besides the
+    lab's inputs) on these inputs, for exactly these cases, or None."""
     if os.environ.get("COURSE_PROVE_AGAIN"):
         return None
     try:
-        proof = Proof(**json.loads(record_path(lab, root).read_text()))
+        proof = Proof(**json.loads(record_path(lab, root, kind).read_text()))
     except (OSError, ValueError, TypeError):
         return None
-    if sorted(proof.gradings) != sorted(cases) or proof.digest != inputs_digest(lab, root)[0]:
+    if sorted(proof.gradings) != sorted(cases) or proof.digest != inputs_digest(lab, root, extra=extra)[0]:
         return None
     return proof
 
 
 def record(
-    lab: str, inputs: tuple[str, int], gradings: dict[str, dict[str, float]], seconds: float, root: Path = ROOT
+    lab: str,
+    inputs: tuple[str, int],
+    gradings: dict[str, dict[str, float]],
+    seconds: float,
+    root: Path = ROOT,
+    kind: str = "",
 ) -> Proof:
     """Write what a passing run proved of lab on these inputs (inputs_digest's, taken before it
     graded): call it only when every case of it passed."""
@@ -141,8 +152,9 @@ def record(
         gradings=dict(sorted(gradings.items())),
         seconds=round(seconds, 1),
     )
-    record_path(lab, root).parent.mkdir(parents=True, exist_ok=True)
-    record_path(lab, root).write_text(json.dumps(proof.__dict__, indent=1) + "\n")
+    path = record_path(lab, root, kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(proof.__dict__, indent=1) + "\n")
     return proof
 
 
@@ -188,3 +200,33 @@ def self_test(labs: list[str], log: Path) -> SelfTest:
             continue
         say(f"selftest: {lab} not recorded as proven: {why}", log)
     return SelfTest(report, proofs)
+
+
+# --- a lab's solution run top to bottom (tests/autograder/test_solutions_run.py) ----------------
+SOLUTION_RUN = "solution-run"
+
+
+def lessons_source(lab: str, module: Path) -> str:
+    """The solution-run test's source as it bears on lab: the module with its LESSONS narrowed
+    to lab's entry (another lab's lessons, added or changed, prove nothing new of this one)."""
+    import ast
+
+    tree = ast.parse(module.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LESSONS":
+            assert isinstance(node.value, ast.Dict)
+            keep = [(k, v) for k, v in zip(node.value.keys, node.value.values) if getattr(k, "value", None) == lab]
+            node.value.keys, node.value.values = [k for k, _ in keep], [v for _, v in keep]
+    return ast.unparse(tree)
+
+
+def solution_run_proven(lab: str, module: Path) -> Proof | None:
+    return proven(lab, [SOLUTION_RUN], kind=SOLUTION_RUN, extra=lessons_source(lab, module))
+
+
+def record_solution_run(lab: str, inputs: tuple[str, int], seconds: float) -> None:
+    record(lab, inputs, {SOLUTION_RUN: {}}, seconds, kind=SOLUTION_RUN)
+
+
+def solution_run_inputs(lab: str, module: Path) -> tuple[str, int]:
+    return inputs_digest(lab, extra=lessons_source(lab, module))

@@ -97,3 +97,18 @@ def test_the_record_is_what_a_reviewer_can_read(repo):
     written = json.loads(record_path("lab1", repo).read_text())
     assert written["gradings"] == {"solution": {"lab1-q1": 2.0}} and written["seconds"] == 3.1
     assert written["files"] == 3 and len(written["digest"]) == 64
+
+
+def test_a_solution_runs_proof_reads_its_own_lessons_and_the_test_not_the_others(tmp_path):
+    from proven import lessons_source
+
+    module = tmp_path / "test_solutions_run.py"
+    text = 'LESSONS = {\n    "lab1": [r"one"],\n    "lab2": [r"two"],\n}\n\ndef test(lab):\n    return LESSONS[lab]\n'
+    module.write_text(text)
+    first = lessons_source("lab1", module)
+    assert "one" in first and "two" not in first
+    module.write_text(text.replace('"lab2": [r"two"]', '"lab2": [r"two, changed"], "lab14": [r"new"]'))
+    assert lessons_source("lab1", module) == first
+    for change in ('[r"one"]', "return LESSONS[lab]"):
+        module.write_text(text.replace(change, change + " + [1]"))
+        assert lessons_source("lab1", module) != first
