@@ -89,5 +89,16 @@ def reference_flights(topic: str):
     return spark_session().createDataFrame(rows, SCHEMA)
 
 
+def reference_stream(topic: str):
+    """Run in the student's kernel by lab9-q2: the topic as a stream (a streaming DataFrame, not
+    started), parsed by the grader's code, so that the plan of hourly_delays on a stream can be read."""
+    from pyspark.sql import functions as F
+
+    from cluster.spark import kafka_options, spark_session
+
+    raw = spark_session().readStream.format("kafka").options(**kafka_options(topic)).load()
+    return raw.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("f")).select("f.*")
+
+
 def close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-6 * max(1.0, abs(b))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import time
 from collections import defaultdict
@@ -117,8 +118,8 @@ def parses_values(ctx: Context) -> None:
         "(a timestamp) as its JSON value gives them",
         found=f"{len(got)} rows; {len(missing)} flights missing or parsed otherwise, e.g. ids {missing[:2]}; "
         f"rows of yours that are not the topic's, e.g. {extra}",
-        hint="Parse the value (bytes: cast to string first) with from_json and the schema given, then "
-        'select the struct\'s fields as columns ("f.*"). The checks use their own flights, not the '
+        hint="Parse the value (bytes: cast to string first) with from_json and a schema of every field of the "
+        'event, then select the struct\'s fields as columns ("f.*"). The checks use their own flights, not the '
         "notebook's.",
     )
 
@@ -160,9 +161,39 @@ def compare_hourly(found: list[tuple], truth: dict, required: set, what: str, hi
     )
 
 
+UNITS = {
+    "week": 7 * 86400,
+    "day": 86400,
+    "hour": 3600,
+    "minute": 60,
+    "second": 1,
+    "millisecond": 0.001,
+    "microsecond": 1e-6,
+}
+
+
+def watermark_in_plan(line: str) -> tuple[str, timedelta | None]:
+    """(column, delay) of one EventTimeWatermark line of an analyzed plan, as Spark 4 prints it:
+    "+- ~EventTimeWatermark 1d0f..., dep_time#2: timestamp, 30 minutes" gives ("dep_time", 30 min);
+    a delay Spark prints in months (no fixed length) gives None."""
+    rest = line.split("EventTimeWatermark", 1)[1]
+    column = re.search(r",\s*([^,#]+)#", rest)
+    delay = rest.rsplit(",", 1)[1].strip()
+    seconds, parts = 0.0, re.findall(r"(-?\d+(?:\.\d+)?)\s*([a-z]+?)s?\b", delay)
+    for amount, unit in parts:
+        if unit not in UNITS:
+            return (column[1].strip() if column else "?", None)
+        seconds += float(amount) * UNITS[unit]
+    return (column[1].strip() if column else "?", timedelta(seconds=seconds) if parts else None)
+
+
+def minutes(delay: timedelta | None) -> str:
+    return "a delay in months" if delay is None else f"{delay.total_seconds() / 60:g} minutes"
+
+
 @check("lab9-q2", kernel_runs="the question runs Spark, a child of the kernel")
 def hourly_delays_in_batch(ctx: Context) -> None:
-    """hourly_delays(flights) gives flights and average delay per origin and event-time hour"""
+    """hourly_delays(flights) gives flights and average delay per origin and event-time hour, and the rule's watermark"""
     events = graders_flights(ctx)
     topic = flights_topic(ctx, events)
     # The flights parsed by the grader's code (in the kernel), so this part does not hang on parse().
@@ -185,6 +216,23 @@ def hourly_delays_in_batch(ctx: Context) -> None:
         f"hourly delays of the flights on {topic} (read as a batch)",
         hint='Group by F.window("dep_time", "1 hour") and origin; hour is the window\'s start, '
         "flights the count, avg_delay the mean of dep_delay. A watermark changes nothing in a batch.",
+    )
+    # On a stream: the watermark the rule asks for, read from the plan of hourly_delays (nothing runs).
+    lines = ctx.sub.value(
+        f"[line for line in hourly_delays({FLIGHTS}.reference_stream({topic!r}))._jdf.queryExecution()"
+        f".analyzed().toString().splitlines() if 'EventTimeWatermark' in line]",
+        timeout=SPARK_VALUE_S,
+    )
+    marks = [watermark_in_plan(line) for line in lines] if isinstance(lines, list) else []
+    expect(
+        marks == [("dep_time", WATERMARK)],
+        "the watermark of hourly_delays on a stream (section 3's rule)",
+        expected=f"one watermark, on dep_time, of {minutes(WATERMARK)}",
+        found=", ".join(f"{column}: {minutes(delay)}" for column, delay in marks) or "no watermark",
+        hint="On a stream Spark writes an hour once the watermark has passed its end, and drops later events "
+        "of it. The rule: a flight that reaches the topic after flights that left up to 30 minutes after it "
+        "must still be counted, and each hour written as soon as that allows. Put the watermark on the "
+        "event time, before the aggregation.",
     )
 
 

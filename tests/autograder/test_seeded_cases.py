@@ -103,6 +103,26 @@ def test_lab9_reads_timestamps_as_utc_whatever_the_machines_time_zone(monkeypatc
         time.tzset()
 
 
+def test_lab9_reads_the_watermark_from_a_plan_as_spark_4_prints_it():
+    """lab9-q2 reads the watermark of hourly_delays on a stream from its analyzed plan: the column and
+    the delay, whatever units the student wrote it in (Spark prints 1800 seconds as 30 minutes)."""
+    from datetime import timedelta
+
+    from selfcheck.checks.lab9 import watermark_in_plan
+
+    line = "+- ~EventTimeWatermark f418c9c6-be17-47cf-a77e-2b883deb010f, dep_time#2: timestamp, 30 minutes"
+    assert watermark_in_plan(line) == ("dep_time", timedelta(minutes=30))
+    assert watermark_in_plan("+- EventTimeWatermark x, dep_time#12: timestamp, 1 hours 30 minutes") == (
+        "dep_time",
+        timedelta(minutes=90),
+    )
+    assert watermark_in_plan("+- ~EventTimeWatermark x, origin#3: timestamp, 45 minutes") == (
+        "origin",
+        timedelta(minutes=45),
+    )
+    assert watermark_in_plan("+- ~EventTimeWatermark x, t#3: timestamp, 1 months") == ("t", None)  # no fixed length
+
+
 def test_lab9_reads_a_partitioned_output_as_spark_does(tmp_path):
     """A job that partitions its Parquet by origin (partitionBy) writes origin=JFK/part-...: the
     file sink's log lists those paths as the job saw them, and the origin lives in the folder's
