@@ -1,14 +1,15 @@
 """Lab 8, throughput and latency. Nothing is judged on an absolute rate (a loaded machine is
 slower, not wrong): latencies against the record timestamps the grader chose, percentiles of a
-seeded list, the student's tuned producer against a synchronous loop measured in the same
-grading, and bytes on disk, which do not vary from run to run.
+seeded list, the student's tuned producer against the grader's untuned one timed beside it in
+the same grading, and bytes on disk, which do not vary from run to run.
 
 - lab8-q1 latencies(topic, count): end-to-end latency of each record from its timestamp; the
   grader back-dates its records by seeded amounts, so only the timestamps give the answer;
 - lab8-q2 percentiles(latencies): (p50, p99) of a seeded list, any usual definition;
-- lab8-q3 send_all(fast_producer(), topic, values): acks="all" kept, every value once, at least
-  SPEEDUP_AT_LEAST times the grader's synchronous loop, both timed by the grader's clock; and
-  section 4's prediction (how much faster acks=0 sends) made;
+- lab8-q3 send_all(fast_producer(), topic, values): acks="all" kept, every value once, needing
+  at most 1/TUNED_AT_LEAST of the processor time the grader's untuned asynchronous producer needs
+  for the same records (the median of ROUNDS alternated pairs of runs, measured by the grader);
+  and section 4's prediction (how much faster acks=0 sends) made;
 - lab8-q4 the same producer stores the day's flights in at most DISK_RATIO_AT_MOST of the bytes
   the grader's uncompressed producer needs for them."""
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import time
 
 from cluster.waiting import wait_for
@@ -26,12 +28,30 @@ from .kafka_state import end_offsets, graders_topic, read_all, short_name
 PERCENTILES = (50, 99)
 LATENCY_RECORDS = 40
 CLOCK_SLACK_MS = 5  # timestamps are whole milliseconds
-SEND_RECORDS = 20_000  # for q3: a tuned producer needs about a second, a synchronous loop over 30 s
+SEND_RECORDS = 10_000  # per timed run of q3: 2-5 s for a tuned producer on a loaded 2-core machine
 RECORD_BYTES = 100
-BASELINE_RECORDS = 300  # the grader's synchronous loop: about a second
-# Measured on a 2-core machine (lab 8's table): a tuned kafka-python producer sends 50-70 times
-# as fast as a synchronous loop; batching alone (async, default linger) already gives ~40x.
-SPEEDUP_AT_LEAST = 10
+# q3 is judged against the grader's untuned asynchronous producer, KafkaProducer(**connection)
+# (acks="all", linger 0, 16 KiB batches, no codec): not waiting for each record (section 1) already
+# makes it 20-40 times as fast as a synchronous loop, so only the ratio to it shows tuning.
+# kafka-python is bound by its own processor time (section 7), so the ratio is taken in CPU
+# seconds of the process that sends (the sandbox's processes for the student's, the grader's
+# own for its), which other programs on a loaded machine do not change; wall-clock seconds do
+# (measured on the 2-core machine at a load average of 40-50, November 2026: the median of 3
+# pairs of wall-clock runs put the text's producer at 1.06-2.28x the untuned one and the untuned
+# one at 0.81-1.38x itself; in CPU seconds, see TUNED_AT_LEAST). CPU seconds still depend a
+# little on order: a run right after the other costs 10-20 % more (the brokers still busy with
+# the first run's records share the cores' caches), so ROUNDS pairs, half of them each way round
+# (untuned first, then yours first, ...), and their median (the mean of the middle two: one of
+# each order, as a rule), so that one run's outlier (a codec imported on first use) does not decide.
+ROUNDS = 4
+# Measured as above, CPU seconds, untuned over tuned, per pair of runs in one process: linger_ms
+# and batch_size with lz4 1.57-1.78x, with zstd 1.46-1.86x, with gzip (the costliest codec)
+# 1.36-1.66x, batching alone 1.02-1.25x, linger_ms=5 alone 0.92-1.08x, the untuned producer
+# against itself 0.91-1.09x. In gradings (the student's in the sandboxed kernel, a little dearer
+# than the grader's own threads), the median of 4 pairs, 3 gradings each, load average 30-50:
+# the text's producer 1.36-1.58x, snappy with 1 MiB batches 1.48-1.66x, zstd with its futures
+# awaited one by one (the corpus' other-styles) 1.27-1.42x, untuned 0.93-0.97x.
+TUNED_AT_LEAST = 1.15
 VISIBLE_WAIT_S = 5  # for acknowledged records to become readable (all in-sync replicas have them)
 GRADERS_PRODUCER = "_lab8_graders_producer"  # the student's producer, kept in the kernel between two reads
 DISK_RATIO_AT_MOST = 0.5  # gzip/zstd/lz4/snappy over whole batches of flights: 0.15-0.35
@@ -155,26 +175,92 @@ def percentiles_of_a_sample(ctx: Context) -> None:
 
 
 # --- q3 and q4: the tuned producer ---------------------------------------------------------
-def synchronous_baseline(ctx: Context) -> float:
-    """The grader's synchronous loop (one send, wait for its acknowledgement, the next) on a
-    topic like the student's: records per second on this machine, now, by the grader's clock
-    from making the producer to the last acknowledgement, as the student's is timed."""
+def students_cpu(ctx: Context) -> dict[tuple[int, float], float]:
+    """Processor seconds used so far by each process the student's code runs in (the sandbox's
+    processes when graded, this kernel in a self-check), their threads' and their waited-for
+    children's, by (pid, start time). Taken again after a run: a process started during it
+    (one that sends for the producer) counts too."""
+    import psutil
+
+    jail = getattr(ctx.sub, "jail", None)
+    used = {}
+    for p in jail.processes() if jail is not None else [psutil.Process()]:
+        try:
+            t = p.cpu_times()
+            used[(p.pid, p.create_time())] = t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            pass  # gone in between: what it used shows in its parent's children's times, if waited for
+    return used
+
+
+def used_since(before: dict[tuple[int, float], float], after: dict[tuple[int, float], float]) -> float:
+    return sum(v - before.get(k, 0.0) for k, v in after.items())
+
+
+def threads_cpu(since: dict[int, float] | None = None):
+    """CPU seconds of this thread and of the threads started since `since` (the producer's): the
+    grader's other threads (its kernel client, its watch on the brokers) are not the producer's
+    work. Without `since`: each thread's CPU seconds now, to pass back as `since`."""
+    import threading
+
+    import psutil
+
+    now = {t.id: t.user_time + t.system_time for t in psutil.Process().threads()}
+    if since is None:
+        return now
+    me = threading.get_native_id()
+    return now.get(me, 0.0) - since.get(me, 0.0) + sum(v for tid, v in now.items() if tid not in since)
+
+
+def answering_cpu(ctx: Context) -> float:
+    """What the student's processes spend answering the grader's question itself (the kernel's
+    messages, an expression evaluated), not the student's code: the least of three answers to a
+    trivial one, taken off each timed run of theirs."""
+    spent = []
+    for _ in range(3):
+        before = students_cpu(ctx)
+        ctx.sub.value("None")
+        spent.append(used_since(before, students_cpu(ctx)))
+    return min(spent)
+
+
+def untuned_run(ctx: Context, tag: int, topic: str) -> tuple[float, float]:
+    """The grader's untuned asynchronous producer, KafkaProducer(**connection), sending the q3
+    values (made inside the timing, as the student's run makes them) as send_all is asked to (all,
+    then flush) to a topic like the student's, from making the producer to the last
+    acknowledgement (closing it comes after, as for the student's): its threads' CPU seconds,
+    and wall-clock seconds."""
     from kafka import KafkaProducer
 
-    topic = graders_topic(ctx, "sync-baseline", 3)
-    start = time.monotonic()
-    with KafkaProducer(**ctx.kafka, acks="all") as producer:
-        for i in range(BASELINE_RECORDS):
-            producer.send(topic, value=b"%06d" % i + b"." * (RECORD_BYTES - 6)).get(timeout=30)
-        return BASELINE_RECORDS / (time.monotonic() - start)
+    cpu, start = threads_cpu(), time.monotonic()
+    producer = KafkaProducer(**ctx.kafka)
+    try:
+        for value in q3_values(tag):
+            producer.send(topic, value)
+        producer.flush()
+        return threads_cpu(since=cpu), time.monotonic() - start
+    finally:
+        producer.close()
 
 
-def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tuple[str, float]:
+def drop(ctx: Context, topics: list[str]) -> None:
+    """The timing runs' topics, no longer needed: their partitions back to the cluster now (after
+    the last run: a deletion's work on the brokers would weigh on the next run)."""
+    from kafka.errors import KafkaError
+
+    try:
+        ctx.admin.delete_topics(topics)
+    except KafkaError:
+        pass  # removed with the grading's namespace anyway
+
+
+def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tuple[str, float, float]:
     """Run the student's send_all(fast_producer(), topic, values) in the kernel: its acks, and
-    the seconds it took by the grader's clock (the kernel's could be the student's). The
-    producer is closed (which would send what is left) only after the records were counted."""
+    the CPU seconds its processes used and the wall-clock seconds it took, both read by the
+    grader (the kernel's clocks could be the student's). The producer is closed (which would
+    send what is left) only after the records were counted."""
     p = GRADERS_PRODUCER
-    start = time.monotonic()
+    cpu, start = students_cpu(ctx), time.monotonic()
     try:
         # Right as send_all returns: the producer's acks, and whether batches still await an answer.
         acks, waiting = ctx.sub.value(
@@ -192,10 +278,10 @@ def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tupl
         raise CheckFailed(
             f"send_all(fast_producer(), ...) of {count:,} records did not finish within "
             f"{time.monotonic() - start:.0f} s",
-            hint="A tuned producer needs well under a second for these; one that waits for each "
-            "record's acknowledgement needs a minute. Send them all, then flush() once.",
+            hint="A tuned producer needs a few seconds for these; one that waits for each record's "
+            "acknowledgement needs minutes. Send them all, then flush() once.",
         ) from None
-    seconds = time.monotonic() - start
+    seconds, cpu = time.monotonic() - start, used_since(cpu, students_cpu(ctx))
     try:
         # Acknowledged is not yet readable with acks=1: consumers see a record once every in-sync
         # replica has it (the high watermark), a moment later.
@@ -223,33 +309,52 @@ def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tupl
         hint="send_all should send every value and return only when the brokers have acknowledged them all "
         "(producer.flush() waits for that).",
     )
-    return acks, seconds
+    return acks, cpu, seconds
+
+
+def q3_values(tag: int) -> list[bytes]:
+    return [b"%06d:%07d:" % (tag, i) + b"x" * (RECORD_BYTES - 15) for i in range(SEND_RECORDS)]
 
 
 @check("lab8-q3")
 def tuned_producer_is_fast_and_safe(ctx: Context) -> str:
-    """send_all(fast_producer(), ...) keeps acks="all", sends every value once, much faster than a synchronous loop"""
-    baseline = synchronous_baseline(ctx)
-    topic = graders_topic(ctx, "throughput-check", 3, protect=False)
+    """send_all(fast_producer(), ...) keeps acks="all", sends every value once, faster than an untuned producer"""
     tag = ctx.rng.randrange(10**6)
-    values = f"[b'%06d:%07d:' % ({tag}, i) + b'x' * {RECORD_BYTES - 15} for i in range({SEND_RECORDS})]"
-    acks, seconds = run_send_all(ctx, topic, values, SEND_RECORDS)
-    expect(
-        acks in (-1, "all"),
-        "fast_producer()'s acks",
-        expected='"all" (-1)',
-        found=acks,
-        hint="Tune for speed without giving up durability: keep acks='all' (the default) and batch instead. "
-        "fast_producer() should return a kafka-python KafkaProducer.",
-    )
-    records = read_all(ctx, short_name(topic))
+    values = q3_values(tag)
+    values_expr = f"[b'%06d:%07d:' % ({tag}, i) + b'x' * {RECORD_BYTES - 15} for i in range({SEND_RECORDS})]"
+    answering = answering_cpu(ctx)
+    pairs: list[tuple[tuple[float, float], tuple[float, float]]] = []  # (untuned, yours) (cpu, wall) s
+    topics = [
+        (graders_topic(ctx, "untuned", 3), graders_topic(ctx, "throughput-check", 3, protect=False))
+        for _ in range(ROUNDS)
+    ]
+    try:
+        for r, (theirs, topic) in enumerate(topics):
+            if r % 2 == 0:
+                untuned = untuned_run(ctx, tag, theirs)
+                acks, cpu, wall = run_send_all(ctx, topic, values_expr, SEND_RECORDS)
+            else:
+                acks, cpu, wall = run_send_all(ctx, topic, values_expr, SEND_RECORDS)
+                untuned = untuned_run(ctx, tag, theirs)
+            pairs.append((untuned, (max(cpu - answering, 0.0), wall)))
+            expect(
+                acks in (-1, "all"),
+                "fast_producer()'s acks",
+                expected='"all" (-1)',
+                found=acks,
+                hint="Tune for speed without giving up durability: keep acks='all' (the default) and batch instead. "
+                "fast_producer() should return a kafka-python KafkaProducer.",
+            )
+    finally:  # what the student's first run wrote is checked below
+        drop(ctx, [t for pair in topics for t in pair if t != topics[0][1]])
+    first = topics[0][1]
+    records = read_all(ctx, short_name(first))
     sent = sorted(r.value for r in records)
-    want = sorted(b"%06d:%07d:" % (tag, i) + b"x" * (RECORD_BYTES - 15) for i in range(SEND_RECORDS))
     expect(
-        sent == want,
-        f"the values in {topic}",
+        sent == sorted(values),
+        f"the values in {first}",
         expected=f"each of the {SEND_RECORDS} values once",
-        found=f"{len(set(sent) & set(want))} of them",
+        found=f"{len(set(sent) & set(values))} of them",
         hint="Send each value as it is, once.",
     )
     for p in {r.partition for r in records}:
@@ -261,15 +366,19 @@ def tuned_producer_is_fast_and_safe(ctx: Context) -> str:
             found=f"{order[:5]}…",
             hint="Records of one partition keep the order they were sent in: send them in the order given.",
         )
-    speed = SEND_RECORDS / seconds
+    ratio = statistics.median(u_cpu / max(y_cpu, 1e-3) for (u_cpu, _), (y_cpu, _) in pairs)
+    runs = ", ".join(f"{y_cpu:.2f} vs {u_cpu:.2f}" for (u_cpu, _), (y_cpu, _) in pairs)
+    walls = ", ".join(f"{SEND_RECORDS / y:,.0f} vs {SEND_RECORDS / u:,.0f}" for (_, u), (_, y) in pairs)
     expect(
-        speed >= SPEEDUP_AT_LEAST * baseline,
-        "send_all(fast_producer(), ...)'s rate vs the grader's synchronous loop measured just before "
-        "(both from making the producer to the last acknowledgement)",
-        expected=f"at least {SPEEDUP_AT_LEAST}x {baseline:,.0f} = {SPEEDUP_AT_LEAST * baseline:,.0f} records/s",
-        found=f"{speed:,.0f} records/s ({speed / baseline:.1f}x)",
-        hint="Do not wait for each record (no .get() per send): send them all, then flush() once, and let "
-        "the producer batch (linger_ms, batch_size, compression).",
+        ratio >= TUNED_AT_LEAST,
+        f"send_all(fast_producer(), ...) vs the grader's untuned producer, KafkaProducer(**lab.connection), on the "
+        f"same {SEND_RECORDS:,} records: processor seconds from making the producer to the last acknowledgement, "
+        f"the median of {ROUNDS} pairs of runs",
+        expected=f"at least {TUNED_AT_LEAST}x as fast (the untuned producer's CPU seconds over yours)",
+        found=f"{ratio:.2f}x (CPU s, yours vs untuned: {runs}; records/s by the clock: {walls})",
+        hint="Sending without waiting is what the untuned producer already does; tune it for throughput: let "
+        "batches fill (linger_ms, batch_size) and compress them (compression_type). Sections 2 and 3 measure "
+        "what each setting gains here.",
     )
     predicted = prediction(
         ctx,
@@ -278,7 +387,7 @@ def tuned_producer_is_fast_and_safe(ctx: Context) -> str:
         "a positive number, e.g. 1.0",
         'how many times as fast as acks="all" you expect acks=0 to send in section 4\'s run',
     )
-    return f"{speed:,.0f} records/s, {speed / baseline:.0f}x the synchronous loop's {baseline:,.0f}; " + acks_feedback(
+    return f"{ratio:.1f}x as fast as the untuned producer (median of {ROUNDS}, CPU s: {runs}); " + acks_feedback(
         ctx, predicted
     )
 
