@@ -34,13 +34,13 @@ RECORD_BYTES = 100
 # (acks="all", linger 0, 16 KiB batches, no codec): not waiting for each record (section 1) already
 # makes it 20-40 times as fast as a synchronous loop, so only the ratio to it shows tuning.
 # kafka-python is bound by its own processor time (section 7), so the ratio is taken in CPU
-# seconds of the process that sends (the sandbox's processes for the student's, the grader's
-# own for its), which other programs on a loaded machine do not change; wall-clock seconds do
+# seconds of what sends (the sandbox's processes for the student's, the grader's producer
+# threads for its own), which other programs on a loaded machine do not change; wall-clock seconds do
 # (measured on the 2-core machine at a load average of 40-50, November 2026: the median of 3
 # pairs of wall-clock runs put the text's producer at 1.06-2.28x the untuned one and the untuned
 # one at 0.81-1.38x itself; in CPU seconds, see TUNED_AT_LEAST). CPU seconds still depend a
-# little on order: a run right after the other costs 10-20 % more (the brokers still busy with
-# the first run's records share the cores' caches), so ROUNDS pairs, half of them each way round
+# little on order: a run right after the other costs 10-20 % more (measured; the brokers, still
+# busy with the first run's records, probably share its core's caches), so ROUNDS pairs, half each way round
 # (untuned first, then yours first, ...), and their median (the mean of the middle two: one of
 # each order, as a rule), so that one run's outlier (a codec imported on first use) does not decide.
 ROUNDS = 4
