@@ -212,6 +212,7 @@ LESSONS = {
         spark_says_nothing_to_ignore,
         r"Spark UI: http://[\d.]+:40\d\d\n",  # from the first cell
         r"waves per airport: \{'EWR': \d+, 'JFK': \d+, 'LGA': \d+\}; from 10 to \d{3} minutes long",  # sessions
+        r"\|1 +\|10\.0 +\|",  # a wave of one departure lasts the gap
         r"not run: set TRY_STANDALONE = True",
         r"run 1: exit 0 \| hours in my-hourly: (\d+) ?\nrun 2: exit 0 \| hours in my-hourly: \1 ?\n",  # nothing more
         r"hours written: \d+ \| once each: True",
@@ -247,6 +248,10 @@ LESSONS = {
     "lab11": [
         r"after: the consumer crashes: unsupported operand",  # JSON: nothing checked
         r"'gate': 'unknown'\}",  # old data read with a newer schema: the reader's default
+        # the first flight three ways: names in JSON, values with their lengths in Avro, tags in protobuf
+        r"json +\d+ bytes  b'\{\"id\": \"2013-01-01 UA1545 EWR\", \"carrier\": ",
+        r"avro +\d+ bytes  b'\*2013-01-01 UA1545 EWR\\x04UA\\x06EWR",
+        r"protobuf +\d+ bytes  b'\\n\\x152013-01-01 UA1545 EWR\\x12\\x02UA\\x1a\\x03EWR",
         r"json +128,454 +100% ",
         r"avro +52,408 +41% ",
         r"protobuf +61,129 +48% ",  # values only, then numbers
