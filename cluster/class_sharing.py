@@ -1,4 +1,4 @@
-"""Class data sharing for the brokers' JVMs (the JDK's AppCDS).
+"""Class data sharing for the brokers' JVMs, Kafka's tools and Spark's driver (the JDK's AppCDS).
 
 A broker loads about 6,000 classes as it starts. The first cluster started with a given JVM and
 classpath has its nodes write which (`-XX:DumpLoadedClassList`, a file in each node's folder);
@@ -92,6 +92,51 @@ def make_archive(java: str, classpath: list[Path], node_dirs: list[Path]) -> Pat
     finally:
         for listed in lists:
             listed.unlink(missing_ok=True)
+
+
+# --- Kafka's command-line tools (cluster/tools.py) ------------------------------------------
+# A tool's JVM (kafka-topics.sh and the like) runs for a second and loads ~3,000 classes of the
+# same jars every time: 0.80 CPU-s a call without an archive, 0.50 with one (measured, JDK 17, a
+# quiet 2-core machine; lab 2's grading calls it twice). The JDK writes the archive itself as a
+# tool's JVM exits (-XX:ArchiveClassesAtExit, a dynamic archive on top of the JDK's own): the first
+# call where the jars cache is writable makes it (about a second more, once); a grading's sandbox,
+# where the cache is read-only, only maps it.
+QUIET = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+
+
+def tools_archive(java: str, classpath: list[Path]) -> Path:
+    return _archive_path("tools", java, [str(p) for p in classpath])
+
+
+def tool_options(java: str, classpath: list[Path]) -> tuple[list[str], Path | None]:
+    """(a tool JVM's options, where it writes the archive as it exits or None): map the archive
+    if there is one; else, if the cache can be written, have this JVM write it (keep_tool_archive
+    after it ran)."""
+    try:
+        target = tools_archive(java, classpath)
+        if target.exists():
+            return [f"-XX:SharedArchiveFile={target}", "-Xshare:auto", *QUIET], None
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return [], None
+    if not os.access(target.parent, os.W_OK):
+        return [], None
+    partial = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}")
+    return [f"-XX:ArchiveClassesAtExit={partial}", *QUIET], partial
+
+
+def keep_tool_archive(java: str, classpath: list[Path], partial: Path | None, ran: bool) -> None:
+    """The archive a tool's JVM wrote as it exited becomes the tools' archive (whole, by rename),
+    if it ran as it should; else it is removed."""
+    if partial is None:
+        return
+    try:
+        if ran and partial.exists():
+            os.replace(partial, tools_archive(java, classpath))
+        else:
+            partial.unlink(missing_ok=True)
+    except OSError as e:
+        logger.info("no class archive for the tools: %s", e)
 
 
 # --- Spark's driver -------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from . import jars
+from . import class_sharing, jars
 from .clients import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
@@ -40,12 +40,15 @@ def kafka_cli(tool: str, *args: str, timeout: float = TIMEOUT_S, echo: bool = Tr
         raise ValueError(f"no tool {tool!r}; the kit runs {', '.join(TOOLS)}")
     bundle, main_class = TOOLS[tool]
     classpath = jars.kafka_classpath() if bundle == "kafka" else jars.jars(bundle)
+    java = java_executable()
+    sharing, partial = class_sharing.tool_options(java, classpath)
     with login_file(account().java()) as login:
         cmd = [
-            java_executable(),
+            java,
             "-Xmx256m",
             "-XX:TieredStopAtLevel=1",
             "-Dorg.apache.logging.log4j.level=WARN",
+            *sharing,
             "-cp",
             os.pathsep.join(map(str, classpath)),
             main_class,
@@ -55,13 +58,23 @@ def kafka_cli(tool: str, *args: str, timeout: float = TIMEOUT_S, echo: bool = Tr
             login,
             *map(str, args),
         ]
+        ran = False
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            ran = out.returncode == 0
+            if partial is not None and out.returncode != 0:  # maybe the archive's fault: once more without
+                class_sharing.keep_tool_archive(java, classpath, partial, ran=False)
+                partial = None
+                out = subprocess.run(
+                    [a for a in cmd if a not in sharing], capture_output=True, text=True, timeout=timeout
+                )
         except subprocess.TimeoutExpired:
             raise ClusterError(
                 f"kafka-{tool}.sh did not finish within {timeout:.0f} s.",
                 hint="Is every broker up (`python -m cluster status`)?",
             ) from None
+        finally:
+            class_sharing.keep_tool_archive(java, classpath, partial, ran)
     text = out.stdout.rstrip()
     if out.returncode != 0:
         said = [line for line in (out.stderr or out.stdout).strip().splitlines() if line.strip()]

@@ -68,3 +68,29 @@ def test_spark_drivers_map_the_archive_make_jars_made():
         text=True,
     )
     assert mapped.returncode == 0, mapped.stdout + mapped.stderr
+
+
+def test_a_tools_jvm_writes_the_archive_the_next_ones_map(cluster, tmp_path, monkeypatch):
+    """kafka_cli's first call where the cache can be written leaves the tools' archive (the JVM
+    writes it as it exits); later calls map it, and a JVM of the tools' classpath maps it with
+    -Xshare:on. A made archive is whole: no partial file is left beside it."""
+    from cluster.tools import kafka_cli
+
+    java, classpath = java_executable(), jars.jars("kafka-tools")
+    monkeypatch.setenv("COURSE_JARS_CACHE", str(tmp_path))  # an empty cache for the archives
+    monkeypatch.setattr(jars, "jars", lambda bundle, _jars=jars.jars: classpath)  # the jars where they are
+    target = class_sharing.tools_archive(java, classpath)
+    assert not target.exists() and class_sharing.tool_options(java, classpath)[1] is not None
+    kafka_cli("topics", "--list", echo=False)
+    assert target.exists() and [p.name for p in target.parent.iterdir()] == [target.name]
+    assert class_sharing.tool_options(java, classpath) == (
+        [f"-XX:SharedArchiveFile={target}", "-Xshare:auto", *class_sharing.QUIET],
+        None,
+    )
+    kafka_cli("topics", "--list", echo=False)  # maps it
+    mapped = subprocess.run(
+        [java, f"-XX:SharedArchiveFile={target}", "-Xshare:on", "-cp", ":".join(map(str, classpath)), "-version"],
+        capture_output=True,
+        text=True,
+    )
+    assert mapped.returncode == 0, mapped.stdout + mapped.stderr
