@@ -342,7 +342,9 @@ def clear_leftovers(lab: Lab, owners: dict[str, list[str]]) -> str:
             whose = " or ".join(owners[t]) if owners[t] else "no lab the kit knows of"
             by_lab[whose] = by_lab.get(whose, 0) + 1
         said += f"\nremoved {len(removed)} old topic(s)" + (
-            f" of {next(iter(by_lab))}" if len(by_lab) == 1 else ": " + ", ".join(f"{n} of {w}" for w, n in by_lab.items())
+            f" of {next(iter(by_lab))}"
+            if len(by_lab) == 1
+            else ": " + ", ".join(f"{n} of {w}" for w, n in by_lab.items())
         )
     for why, ts in kept.items():
         said += f"\nkept {len(ts)} topic(s) {why}: " + ", ".join(t.removeprefix(lab.namespace + ".") for t in ts)

@@ -260,7 +260,7 @@ def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tupl
     grader (the kernel's clocks could be the student's). The producer is closed (which would
     send what is left) only after the records were counted."""
     p = GRADERS_PRODUCER
-    cpu, start = students_cpu(ctx), time.monotonic()
+    before, start = students_cpu(ctx), time.monotonic()
     try:
         # Right as send_all returns: the producer's acks, and whether batches still await an answer.
         acks, waiting = ctx.sub.value(
@@ -281,7 +281,7 @@ def run_send_all(ctx: Context, topic: str, values_expr: str, count: int) -> tupl
             hint="A tuned producer needs a few seconds for these; one that waits for each record's "
             "acknowledgement needs minutes. Send them all, then flush() once.",
         ) from None
-    seconds, cpu = time.monotonic() - start, used_since(cpu, students_cpu(ctx))
+    seconds, cpu = time.monotonic() - start, used_since(before, students_cpu(ctx))
     try:
         # Acknowledged is not yet readable with acks=1: consumers see a record once every in-sync
         # replica has it (the high watermark), a moment later.

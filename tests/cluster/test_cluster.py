@@ -97,7 +97,9 @@ def test_status_of_a_stopped_cluster_is_an_answer_for_make_and_exit_3_for_script
         "COURSE_CLUSTER_HOME": str(tmp_path / "none"),
         "COURSE_PORT_BASE": str(settings.THROWAWAY_PORT_BASE),
     }
-    cli = subprocess.run([sys.executable, "-m", "cluster", "status"], capture_output=True, text=True, env=env, timeout=120)
+    cli = subprocess.run(
+        [sys.executable, "-m", "cluster", "status"], capture_output=True, text=True, env=env, timeout=120
+    )
     assert cli.returncode == 3 and "The cluster is not running: `make up`" in cli.stdout, cli.stdout + cli.stderr
     stamp = tmp_path / "installed"  # the Makefile installs first: this checkout has it installed
     stamp.touch()
