@@ -550,3 +550,48 @@ def test_lab13_a_flood_of_claims_keeps_only_the_days_ids(tmp_path):
     acked = feeder.acked()
     assert acked == {f"2013-01-05 ZZ{n} EWR" for n in range(0, 100, 2)} | {"2013-01-05 ZZ3 EWR"}
     assert feeder.unknown_claims == 200_000
+
+
+def test_lab8_cpu_counts_what_the_cgroup_files_say_and_an_unreaped_child(tmp_path):
+    """lab8-q3's measure of the student's CPU: v2's cpu.stat and v1's cpuacct.usage read in
+    seconds; and where no cgroup counts, psutil's walk from the sandbox's outer process still
+    counts a child that sent and ended without being reaped (os.waitid with WNOWAIT: a zombie,
+    in no cgroup.procs and in no parent's children's times), the corpus' sends-in-an-unreaped-child."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from selfcheck.checks.lab8 import cgroup_usage, processes_cpu
+
+    (tmp_path / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n")
+    (tmp_path / "cpuacct.usage").write_text("1250000000\n")
+    assert cgroup_usage(tmp_path / "cpu.stat") == 2.5
+    assert cgroup_usage(tmp_path / "cpuacct.usage") == 1.25
+    assert cgroup_usage(tmp_path / "missing") is None
+
+    code = (
+        "import os, sys, time\n"
+        "sys.stdin.readline()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    end = time.process_time() + 0.3\n"
+        "    while time.process_time() < end: pass\n"
+        "    os._exit(0)\n"
+        "os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)\n"
+        "print('done', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        root = psutil.Process(proc.pid)
+        jail = SimpleNamespace(pid=proc.pid, processes=lambda: [root, *root.children(recursive=True)])
+        before = processes_cpu(jail)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "done\n"
+        after = processes_cpu(jail)
+        assert sum(v - before.get(k, 0.0) for k, v in after.items()) >= 0.25
+    finally:
+        proc.kill()
+        proc.wait()
