@@ -97,7 +97,8 @@ def reference_stream(topic: str):
     from cluster.spark import kafka_options, spark_session
 
     raw = spark_session().readStream.format("kafka").options(**kafka_options(topic)).load()
-    return raw.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("f")).select("f.*")
+    fields = F.from_json(F.col("value").cast("string"), SCHEMA)
+    return raw.select(fields.alias("f")).select("f.*")
 
 
 def close(a: float, b: float) -> bool:

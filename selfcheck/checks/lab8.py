@@ -396,8 +396,8 @@ def untuned_run(ctx: Context, tag: int, topic: str) -> tuple[float, float]:
     cpu, start = threads_cpu(), time.monotonic()
     producer = KafkaProducer(**ctx.kafka)
     try:
-        for value in q3_values(tag):
-            producer.send(topic, value)
+        for record in q3_values(tag):
+            producer.send(topic, record)
         producer.flush()
         return threads_cpu(since=cpu), time.monotonic() - start
     finally:
