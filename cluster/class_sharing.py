@@ -33,11 +33,20 @@ CLASS_NAME = re.compile(r"[A-Za-z0-9_/$]+")
 DUMP_TIMEOUT_S = 180
 
 
+def _stamped(paths: list[Path]) -> list[str]:
+    """Each path with its size and modification time: the JVM refuses an archive whose jars
+    differ in either from those it was made of (a venv installed again at the same path)."""
+    stamps = []
+    for path in paths:
+        stat = path.stat()
+        stamps.append(f"{path} {stat.st_size} {stat.st_mtime_ns}")
+    return stamps
+
+
 def _archive_path(kind: str, java: str, parts: list[str]) -> Path:
-    """An archive is valid for one JVM binary and one classpath: its name is a digest of both."""
-    binary = Path(java).resolve()
-    stat = binary.stat()
-    key = "\n".join([str(binary), str(stat.st_size), str(stat.st_mtime_ns), *parts])
+    """An archive is valid for one JVM binary and one classpath as it is on disk: its name is a
+    digest of both."""
+    key = "\n".join([*_stamped([Path(java).resolve()]), *parts])
     return S.jars_cache() / "class-archives" / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
@@ -53,7 +62,7 @@ def _class_names(lists: list[Path]) -> list[str]:
 
 def archive(java: str, classpath: list[Path]) -> Path:
     """Where the archive of this JVM and classpath is (it is valid for those only)."""
-    return _archive_path("brokers", java, [str(p) for p in classpath])
+    return _archive_path("brokers", java, _stamped(classpath))
 
 
 def jvm_options(java: str, classpath: list[Path], node_dir: Path) -> list[str]:
@@ -105,7 +114,7 @@ QUIET = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
 
 def tools_archive(java: str, classpath: list[Path]) -> Path:
-    return _archive_path("tools", java, [str(p) for p in classpath])
+    return _archive_path("tools", java, _stamped(classpath))
 
 
 def tool_options(java: str, classpath: list[Path]) -> tuple[list[str], Path | None]:
@@ -170,7 +179,7 @@ def spark_archive(java: str) -> Path:
     import pyspark
 
     jars_dir = Path(pyspark.__file__).parent / "jars"
-    return _archive_path("spark", java, [str(jars_dir), *sorted(os.listdir(jars_dir))])
+    return _archive_path("spark", java, _stamped(sorted(jars_dir.iterdir())))
 
 
 def spark_options(java: str) -> str:

@@ -240,7 +240,9 @@ class CpuMeter:
         group, self.group, self.usage = self.group, None, None
         for pid in read_pids(group / "cgroup.procs"):
             try:
-                (group.parent / "cgroup.procs").write_text(str(pid))
+                (group.parent / "cgroup.procs").write_text(
+                    str(pid)
+                )  # grader-only: a control group's file in the kernel's cgroupfs, not a student's
             except OSError:
                 pass  # ended meanwhile
 
@@ -254,7 +256,7 @@ class CpuMeter:
 def cgroup_usage(path: Path) -> float | None:
     """CPU seconds a control group counts: v2's cpu.stat (usage_usec), v1's cpuacct.usage (ns)."""
     try:
-        text = path.read_text()
+        text = path.read_text()  # grader-only: a control group's file in the kernel's cgroupfs, not a student's
     except OSError:
         return None
     if path.name == "cpu.stat":
@@ -268,7 +270,9 @@ def cgroup_usage(path: Path) -> float | None:
 
 def read_pids(path: Path) -> list[int]:
     try:
-        return [int(line) for line in path.read_text().split()]
+        return [
+            int(line) for line in path.read_text().split()
+        ]  # grader-only: a control group's file in the kernel's cgroupfs, not a student's
     except (OSError, ValueError):
         return []
 
@@ -278,8 +282,8 @@ def cpuacct_group() -> Path | None:
     such hierarchy or it may not be written). Nested, so that what it counts still counts in
     the grader's group (the self-test's count of a grading's CPU)."""
     try:
-        mountinfo = Path("/proc/self/mountinfo").read_text()
-        own = Path("/proc/self/cgroup").read_text()
+        mountinfo = Path("/proc/self/mountinfo").read_text()  # grader-only: the grader's own process's file in /proc
+        own = Path("/proc/self/cgroup").read_text()  # grader-only: the grader's own process's file in /proc
     except OSError:
         return None
     mount = None
@@ -302,7 +306,7 @@ def cpuacct_group() -> Path | None:
             parent = mount / path.lstrip("/")
     group = parent / f"kafka-course-lab8-cpu-{os.getpid()}-{time.monotonic_ns()}"
     try:
-        group.mkdir()
+        group.mkdir()  # grader-only: a control group's file in the kernel's cgroupfs, not a student's
     except OSError:
         return None
     if cgroup_usage(group / "cpuacct.usage") is None:
@@ -323,7 +327,9 @@ def moved_into(group: Path, jail) -> bool:
             return True
         for pid in outside:
             try:
-                (group / "cgroup.procs").write_text(str(pid))
+                (group / "cgroup.procs").write_text(
+                    str(pid)
+                )  # grader-only: a control group's file in the kernel's cgroupfs, not a student's
             except ProcessLookupError:
                 pass  # ended meanwhile
             except OSError:

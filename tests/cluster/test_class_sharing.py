@@ -1,6 +1,7 @@
 """The brokers' class archive (cluster/class_sharing.py): made once from the nodes' class lists,
 then used by every JVM of that classpath; a JVM that refuses it would not start with -Xshare:on."""
 
+import os
 import subprocess
 
 from cluster import class_sharing, jars
@@ -46,6 +47,18 @@ def test_another_classpath_has_another_archive(tmp_path, monkeypatch):
     java, classpath = java_executable(), jars.kafka_classpath()
     assert class_sharing.archive(java, classpath) != class_sharing.archive(java, classpath[:-1])
     assert class_sharing.make_archive(java, classpath, [tmp_path / "no-node"]) is None  # nothing listed
+
+
+def test_a_jar_installed_again_has_another_archive(tmp_path, monkeypatch):
+    """The JVM refuses an archive whose jars changed size or time (a venv installed again at the
+    same path, as CI does): such a classpath is another archive's, not the stale one's."""
+    monkeypatch.setenv("COURSE_JARS_CACHE", str(tmp_path / "cache"))
+    java = java_executable()
+    jar = tmp_path / "a.jar"
+    jar.write_bytes(b"PK")
+    before = class_sharing.archive(java, [jar])
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
+    assert class_sharing.archive(java, [jar]) != before
 
 
 def test_spark_drivers_map_the_archive_make_jars_made():
