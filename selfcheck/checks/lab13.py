@@ -1323,7 +1323,13 @@ def fresh(ctx: Context) -> str:
         "dropped them as late."
         if r.crashed and never and len(never) == len(r.late_hours)
         else f"Write an hour once a departure more than {LATENESS_MIN} minutes past its end has been read, within "
-        f"seconds: a job that waits for the end of the stream, or a long trigger, is late.",
+        f"seconds: a job that waits for the end of the stream, or a long trigger, is late."
+        + (
+            " After the grader killed your job, a consumer group's new member first waits for the killed one's "
+            "session to expire (kafka-python's session_timeout_ms: 45 s by default)."
+            if r.crashed
+            else ""
+        ),
     )
     expect(
         not r.watch_error,
