@@ -12,12 +12,16 @@ stale ones, grades everything.
 
 What a lab's gradings read is decided by folders, conservatively: everything under the shared
 folders counts, except the files of other labs (each lab's checks import no other lab's module:
-tests/test_layout.py holds it). Documentation, benchmarks, the hub and the other tests do not.
+tests/test_layout.py holds it) and the shared modules of selfcheck/checks/ that neither the lab's
+own files nor any shared module outside selfcheck/checks/ reach, by import or by name (lab 9's
+flight fixtures are not lab 2's input). Documentation, benchmarks, the hub and the other tests do
+not count.
 
-COURSE_PROVE_AGAIN=1 ignores every record (`make test-all`)."""
+COURSE_PROVE_AGAIN=1 ignores every record (`COURSE_PROVE_AGAIN=1 make test`)."""
 
 from __future__ import annotations
 
+import ast
 import datetime
 import functools
 import hashlib
@@ -52,12 +56,64 @@ def lab_file(path: str) -> str | None:
     return None
 
 
-def is_input(lab: str, path: str) -> bool:
-    """Whether lab's gradings may read this file (a path relative to the repository)."""
+def is_input(lab: str, path: str, checks_reached: set[str] | None = None) -> bool:
+    """Whether lab's gradings may read this file (a path relative to the repository).
+    checks_reached: the shared modules of selfcheck/checks/ they reach (None: all of them)."""
     owner = lab_file(path)
     if owner is not None:
         return owner == lab
+    if checks_reached is not None and path.startswith(CHECKS) and path.endswith(".py"):
+        return path in checks_reached
     return path in SHARED_FILES or path.startswith(SHARED) or path.startswith("tests/autograder/test_selftest")
+
+
+CHECKS = "selfcheck/checks/"
+CHECKS_NAMED = re.compile(r"selfcheck\.checks\.(\w+)")  # an import, a string, even a comment
+
+
+def checks_named(path: str, text: str) -> set[str]:
+    """The modules of selfcheck/checks/ a file imports or names, as paths (more, never fewer:
+    a name in a comment counts, and a file Python cannot parse names them all)."""
+    names = set(CHECKS_NAMED.findall(text))
+    if path.endswith(".py"):
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return {"*"}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level == 1 and path.startswith(CHECKS):  # from . import x, from .x import y
+                names.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
+            elif node.level == 0 and node.module == "selfcheck.checks":
+                names.update(a.name for a in node.names)
+    return {f"{CHECKS}{name}.py" for name in names}
+
+
+def checks_reached(lab: str, files: list[str], root: Path = ROOT) -> set[str]:
+    """The modules of selfcheck/checks/ lab's gradings may run: the package, the lab's own
+    module, what the lab's files and the shared modules outside selfcheck/checks/ name, and
+    whatever those import in turn."""
+
+    def named(path: str) -> set[str]:
+        found = checks_named(path, (root / path).read_text(errors="replace"))
+        return {p for p in files if p.startswith(CHECKS)} if "*" in found else found
+
+    readable = (".py", ".ipynb", ".toml")
+    todo = {f"{CHECKS}__init__.py", f"{CHECKS}{lab}.py"}
+    for path in files:
+        own = lab_file(path) == lab
+        shared = lab_file(path) is None and not path.startswith(CHECKS) and is_input(lab, path)
+        if (own or shared) and path.endswith(readable):
+            todo |= named(path)
+    reached: set[str] = set()
+    while todo:
+        path = todo.pop()
+        if path in reached or path not in files:
+            continue
+        reached.add(path)
+        todo |= named(path) - reached
+    return reached
 
 
 def repository_files(root: Path = ROOT) -> list[str]:
@@ -87,7 +143,9 @@ def environment() -> dict:
 def inputs_digest(lab: str, root: Path = ROOT, env: dict | None = None, extra: str = "") -> tuple[str, int]:
     """(sha256 of lab's inputs, how many files); extra: more that the proof depends on."""
     h = hashlib.sha256(json.dumps(env or environment(), sort_keys=True).encode() + extra.encode())
-    files = [p for p in repository_files(root) if is_input(lab, p)]
+    listed = repository_files(root)
+    reached = checks_reached(lab, listed, root)
+    files = [p for p in listed if is_input(lab, p, reached)]
     for p in files:
         h.update(p.encode() + b"\0" + hashlib.sha256((root / p).read_bytes()).digest())
     return h.hexdigest(), len(files)

@@ -44,9 +44,12 @@ def test_what_a_labs_gradings_read(lab, path, reads):
 @pytest.fixture
 def repo(tmp_path):
     files = {
-        "selfcheck/checks/lab1.py": "one",
-        "selfcheck/checks/lab2.py": "two",
-        "selfcheck/checks/kafka_state.py": "shared",
+        "selfcheck/checks/__init__.py": "",
+        "selfcheck/checks/lab1.py": "from .kafka_state import read_all",
+        "selfcheck/checks/lab2.py": "from .flights import day",
+        "selfcheck/checks/kafka_state.py": "from . import bounded_reads",
+        "selfcheck/checks/bounded_reads.py": "SHARED = 'through kafka_state'",
+        "selfcheck/checks/flights.py": "DAY = 'lab 2 alone imports it'",
         "solutions/lab1/lab1.ipynb": "{}",
         "README.md": "docs",
     }
@@ -60,14 +63,23 @@ def repo(tmp_path):
 
 def test_a_labs_digest_changes_with_its_inputs_and_only_them(repo):
     first, count = inputs_digest("lab1", repo, ENV)
-    assert count == 3  # its checks, its notebook, the shared module
-    (repo / "selfcheck/checks/lab2.py").write_text("two, changed")
+    assert count == 5  # its checks, its notebook, the package, the shared modules it imports
+    (repo / "selfcheck/checks/lab2.py").write_text("from .flights import day  # changed")
+    (repo / "selfcheck/checks/flights.py").write_text("DAY = 'lab 2 alone imports it, changed'")
+    (repo / "selfcheck/checks/new_shared.py").write_text("NEW = 'imported by no one'")
     (repo / "README.md").write_text("docs, changed")
     assert inputs_digest("lab1", repo, ENV)[0] == first
     for change in (
-        lambda: (repo / "selfcheck/checks/kafka_state.py").write_text("shared, changed"),
+        lambda: (repo / "selfcheck/checks/bounded_reads.py").write_text("SHARED = 'changed'"),
         lambda: (repo / "solutions/lab1/lab1.ipynb").write_text('{"cells": []}'),
-        lambda: (repo / "selfcheck/checks/new_shared.py").write_text("new, not yet added to git"),
+        lambda: (repo / "selfcheck/checks/lab1.py").write_text("from . import kafka_state, new_shared"),
+        lambda: (repo / "selfcheck/checks/new_shared.py").write_text("NEW = 'imported by lab 1, changed'"),
+        # a shared module outside selfcheck/checks/ names flights: every lab's gradings may run it
+        lambda: (repo / "autograder").mkdir() or (repo / "autograder/x.py").write_text('"selfcheck.checks.flights"'),
+        lambda: (repo / "selfcheck/checks/flights.py").write_text("DAY = 'everyone may run it, changed'"),
+        # a module Python cannot parse may import anything: every module counts
+        lambda: (repo / "selfcheck/checks/lab1.py").write_text("from . import (kafka_state"),
+        lambda: (repo / "selfcheck/checks/unnamed.py").write_text("NAMED = 'by no one'"),
     ):
         change()
         assert inputs_digest("lab1", repo, ENV)[0] != first
@@ -96,7 +108,7 @@ def test_the_record_is_what_a_reviewer_can_read(repo):
     record("lab1", inputs_digest("lab1", repo), {"solution": {"lab1-q1": 2.0}}, 3.14159, repo)
     written = json.loads(record_path("lab1", repo).read_text())
     assert written["gradings"] == {"solution": {"lab1-q1": 2.0}} and written["seconds"] == 3.1
-    assert written["files"] == 3 and len(written["digest"]) == 64
+    assert written["files"] == 5 and len(written["digest"]) == 64
 
 
 def test_a_solution_runs_proof_reads_its_own_lessons_and_the_test_not_the_others(tmp_path):
