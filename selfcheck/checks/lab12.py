@@ -1,11 +1,14 @@
 """Lab 12, stateful streams the Kafka Streams way (quixstreams): a count per key whose state lives
 in a store backed by a changelog topic, checked after the grader kills the app mid-stream and
-starts it again in a folder without its files; and a stream-table join whose table topic was
-written with another partitioner, which only a repartitioned app joins in full.
+starts it again in a folder without its files; a stream-table join whose table topic was
+written with another partitioner, which only a repartitioned app joins in full; and hourly
+windows on event time over late reports, whose grace period a stated requirement bounds from
+both sides.
 
 Every check runs the student's scripts on the grader's own topics: a seeded day of flights with a
-made-up airline mixed in (lab 9's), and planes whose seats the grader draws from the seed, so an
-answer worked out from the public dataset cannot match."""
+made-up airline mixed in (lab 9's), planes whose seats the grader draws from the seed, and reports
+late by seeded amounts at seeded hours, so an answer worked out from the public dataset cannot
+match."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ import threading
 import time
 import zlib
 from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from kafka.partitioner.default import murmur2
 
@@ -23,17 +28,18 @@ from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, LabPolicy, check, expect, prediction, prediction_feedback
 from .kafka_state import end_offsets, graders_topic, read_all, short_name
-from .flights import FAKE_CARRIER, graders_flights
+from .flights import FAKE_CARRIER, graders_flights, iso, when
 from .scripts import ScriptRun, ended_early, start, stop
 
 COUNTS_SCRIPT = "carrier_counts.py"
 JOIN_SCRIPT = "flights_with_planes.py"
+HOURS_SCRIPT = "hourly_departures.py"
 APP_START_S = 90  # from a script's start to its first output: a Python app, its topics and its group
 RUN_DEADLINE_S = 90  # for a started app to finish what it was given
 FEED_PER_S = 100  # the grader's flights arrive at this rate while the first run counts (a day: ~9 s)
 POLICY = LabPolicy(
-    # two scripts, each started twice or once, and the waits for their groups
-    checks_budget_s=2 * APP_START_S + 3 * RUN_DEADLINE_S,
+    # three scripts, the first started twice, and the waits for their groups (lab12-q3's: one, APP_START_S)
+    checks_budget_s=3 * APP_START_S + 3 * RUN_DEADLINE_S,
     # the self-test grades two at a time: each grading runs a Python app of about 150 MB
     gradings_at_once=2,
     slowest_cell_s=120,  # the demos run apps in the kernel: seconds alone, far longer when loaded
@@ -430,3 +436,307 @@ def join_finds_every_plane(ctx: Context) -> str:
 
 DEMO_FLIGHTS = 60  # the flights of section 4's demo
 DEMO_JOINED = 16  # of them, those that find their plane joined as they are (CRC32 and murmur2 agree)
+
+
+# --- lab12-q3: departures per airport and hour, on event time, from late reports -----------------
+
+MINUTE_MS = 60_000
+HOUR_MS = 60 * MINUTE_MS
+# The requirement the notebook states: a report this many minutes late (or less) counts, so the
+# grace is at least this; and an hour is final this many minutes after its end, in its airport's
+# event time, so the grace is at most that. Any grace between passes; a minute outside fails.
+LATE_OK_MIN = 10
+FINAL_BY_MIN = 20
+LATE_HOURS = 2  # per airport, seeded hours with a report late by LATE_OK_MIN and one after the hour is final
+LATE_REAL = 3  # per airport, real departures reported 1 to LATE_OK_MIN minutes late
+CLOSING_MIN = 90  # each airport's last report: this long after its last hour, so every hour closes
+REPORT_DELAY_S = 120  # a report's Kafka timestamp: up to this long after the latest departure of its airport
+SETTLE_S = 12  # for an app whose last hours are there but not all the others: two of quixstreams' commits and more
+
+
+@dataclass(eq=False)
+class Report:
+    """One departure as its airport's system reports it: the record the grader sends."""
+
+    departure: dict
+    left_ms: int  # its event time: dep_time, in milliseconds
+    reported_ms: int = 0  # the record's Kafka timestamp: when it was reported
+    airport_at_ms: int = 0  # the latest dep_time of its airport reported by then, its own included
+
+    @property
+    def airport(self) -> str:
+        return str(self.departure["origin"])
+
+    @property
+    def hour(self) -> int:
+        return self.left_ms - self.left_ms % HOUR_MS
+
+    @property
+    def counts(self) -> bool | None:
+        """What the requirement says of it: True, it counts (reported at most LATE_OK_MIN late);
+        False, it does not (its hour was final: its airport had reached FINAL_BY_MIN past the
+        hour's end); None, the requirement does not say (the grader sends none of these)."""
+        if self.airport_at_ms - self.left_ms <= LATE_OK_MIN * MINUTE_MS:
+            return True
+        if self.airport_at_ms >= self.hour + HOUR_MS + FINAL_BY_MIN * MINUTE_MS:
+            return False
+        return None
+
+
+def ms_of(departure: dict) -> int:
+    return int(when(departure).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def late_reports(ctx: Context) -> list[Report]:
+    """The grader's day of departures (graders_flights) as the airports report them, in the order
+    sent. Each airport's come in the order they left, but for:
+    - LATE_HOURS seeded hours h: a made-up departure of h's last minute, reported right after a
+      made-up one LATE_OK_MIN - 1 minutes past h's end (LATE_OK_MIN late: it counts, and a grace a
+      minute shorter drops it); and one of h's departures reported right after a made-up one
+      FINAL_BY_MIN past h's end (after h is final: it does not count, a grace a minute longer
+      counts it);
+    - LATE_REAL seeded departures reported 1 to LATE_OK_MIN minutes late;
+    - a last made-up departure CLOSING_MIN after the airport's last hour, which closes them all.
+    A report's Kafka timestamp is when it was reported: up to REPORT_DELAY_S after the latest
+    departure of its airport so far, so a window on the records' timestamps counts other hours."""
+    events = graders_flights(ctx)
+    day = events[0]["id"][:10]
+    numbers = iter(ctx.rng.sample(range(100, 1000), 8 * len({e["origin"] for e in events})))  # not graders_flights'
+
+    def made_up(airport: str, at_ms: int) -> Report:
+        departure = {
+            "id": f"{day} {FAKE_CARRIER}{next(numbers)} {airport}",
+            "carrier": FAKE_CARRIER,
+            "origin": airport,
+            "dest": ctx.rng.choice(["ATL", "BOS", "MIA", "ORD"]),
+            "tailnum": None,
+            "dep_delay": ctx.rng.randrange(-10, 60),
+            "dep_time": iso(datetime.fromtimestamp(at_ms / 1000, UTC)),
+        }
+        return Report(departure, at_ms)
+
+    sent: list[Report] = []
+    for airport in sorted({e["origin"] for e in events}):
+        stream = [Report(e, ms_of(e)) for e in events if e["origin"] == airport]
+        hours = sorted({r.hour for r in stream})
+        after: dict[int, Report] = {}  # id(anchor) -> the late report sent right after it
+        anchors = []
+        for h in sorted(ctx.rng.sample(hours, min(LATE_HOURS, len(hours)))):
+            end = h + HOUR_MS
+            anchor = made_up(airport, end + (LATE_OK_MIN - 1) * MINUTE_MS)
+            after[id(anchor)] = made_up(airport, end - MINUTE_MS)
+            anchors.append(anchor)
+            anchor = made_up(airport, end + FINAL_BY_MIN * MINUTE_MS)
+            after[id(anchor)] = ctx.rng.choice([r for r in stream if r.hour == h])
+            anchors.append(anchor)
+        moved = {id(r) for r in after.values()}
+        order: list[Report] = []
+        # in the order they left (an anchor after the departures of its minute), each late one after its anchor
+        for r in sorted([r for r in stream if id(r) not in moved] + anchors, key=lambda r: r.left_ms):
+            order += [r, after[id(r)]] if id(r) in after else [r]
+        real = [r for r in order if r.departure["carrier"] != FAKE_CARRIER and id(r) not in moved]
+        for r in ctx.rng.sample(real, min(LATE_REAL, len(real))):
+            order.remove(r)
+            latest = r.left_ms + ctx.rng.randint(1, LATE_OK_MIN) * MINUTE_MS
+            at = top = 0
+            for i, other in enumerate(order):  # after the last report of its airport up to `latest`
+                top = max(top, other.left_ms)
+                if top > latest:
+                    break
+                at = i + 1
+            order.insert(at, r)
+        order.append(made_up(airport, max(r.hour for r in order) + HOUR_MS + CLOSING_MIN * MINUTE_MS))
+        top = reported = 0
+        for r in order:
+            top = max(top, r.left_ms)
+            r.airport_at_ms = top
+            reported = max(reported, top + ctx.rng.randrange(REPORT_DELAY_S + 1) * 1000)
+            r.reported_ms = reported
+        sent += order
+    return sorted(sent, key=lambda r: r.reported_ms)  # stable: each airport's order is kept
+
+
+def closed_hours(records: list[tuple[str, int]], grace_ms: int) -> dict[tuple[str, int], int]:
+    """(key, hour start) -> count: what quixstreams' tumbling_window(1 hour, grace_ms).count()
+    .final() writes for (key, time in ms) records in this order. Per key, an hour closes once a
+    record at or past its end + grace_ms comes; a record of a closed hour is dropped."""
+    latest: dict[str, int] = {}
+    open_: dict[str, dict[int, int]] = {}
+    out: dict[tuple[str, int], int] = {}
+    for key, t in records:
+        now = latest[key] = max(latest.get(key, t), t)
+        hours = open_.setdefault(key, {})
+        start = t - t % HOUR_MS
+        if start + HOUR_MS > now - grace_ms:
+            hours[start] = hours.get(start, 0) + 1
+        for s in sorted(s for s in hours if s + HOUR_MS <= now - grace_ms):
+            out[key, s] = hours.pop(s)
+    return out
+
+
+def required_hours(reports: list[Report]) -> dict[tuple[str, int], int]:
+    """(airport, hour start) -> the departures that count, of every hour its airport's last
+    report closes; checked against closed_hours at both ends of the grace the requirement allows
+    (the grader's own data must not leave the answer open)."""
+    last: dict[str, int] = {}
+    for r in reports:
+        last[r.airport] = max(last.get(r.airport, 0), r.airport_at_ms)
+    counted = Counter((r.airport, r.hour) for r in reports if r.counts)
+    truth = {k: n for k, n in counted.items() if k[1] + HOUR_MS + FINAL_BY_MIN * MINUTE_MS <= last[k[0]]}
+    by_event = [(r.airport, r.left_ms) for r in reports]
+    unsaid = [r.departure["id"] for r in reports if r.counts is None]
+    if unsaid or any(closed_hours(by_event, g * MINUTE_MS) != truth for g in (LATE_OK_MIN, FINAL_BY_MIN)):
+        raise RuntimeError(f"the grader's late reports leave the grace open (a bug of the grader's): {unsaid[:3]}")
+    return truth
+
+
+def produce_reports(ctx: Context, topic: str, reports: list[Report]) -> None:
+    """Each report keyed by its airport, its value the departure, its timestamp when it was reported."""
+    from kafka import KafkaProducer
+
+    with KafkaProducer(**ctx.kafka, acks="all") as producer:
+        for r in reports:
+            producer.send(
+                topic, key=r.airport.encode(), value=json.dumps(r.departure).encode(), timestamp_ms=r.reported_ms
+            )
+        producer.flush(30)
+
+
+def hours_written(ctx: Context, topic: str) -> tuple[dict[tuple[str, int], list], list[str]]:
+    """What the app wrote to `topic` (committed records): (airport, hour start) -> its counts in
+    the order written, the airport from the key (plain text, or a JSON string), the hour and its
+    count from the value's "start" and "value"; and the records not like that."""
+    found: dict[tuple[str, int], list] = {}
+    unreadable = []
+    for r in read_all(ctx, short_name(topic), isolation_level="read_committed"):
+        airport = (r.key or b"").decode(errors="replace")
+        if airport.startswith('"'):
+            try:
+                airport = str(json.loads(airport))
+            except ValueError:
+                pass
+        try:
+            value = json.loads(r.value)
+        except (TypeError, ValueError):
+            value = None
+        numbers = isinstance(value, dict) and all(
+            isinstance(value.get(k), int) and not isinstance(value.get(k), bool) for k in ("start", "value")
+        )
+        if not numbers or not airport:
+            unreadable.append(f"key {r.key!r}, value {(r.value or b'')[:100]!r}")
+            continue
+        found.setdefault((airport, value["start"]), []).append(value["value"])
+    return found, unreadable
+
+
+def hour_name(key: tuple[str, int]) -> str:
+    return f"{key[0]} {datetime.fromtimestamp(key[1] / 1000, UTC):%Y-%m-%d %H:%M}"
+
+
+HOURS_HINTS = {  # the cause the counts look like (closest_cause), and what to do
+    "record time": "The hours look counted on the records' Kafka timestamps, when each departure was reported: "
+    "a late report then counts in the hour it was reported, and is never late. Take each departure's time from "
+    "its dep_time, in milliseconds (a timestamp_extractor on the input topic, as in section 5's demo).",
+    "too short": f"Reports up to {LATE_OK_MIN} minutes late were dropped: the grace is too short. A departure of "
+    f"07:59 reported after one of 08:{LATE_OK_MIN - 1:02d} must still find its hour open.",
+    "too long": f"Reports that came after their hour was final were counted: the grace is too long. Once a departure "
+    f"{FINAL_BY_MIN} minutes or more past an hour's end has come, the hour is written, and a later report of it "
+    "is dropped.",
+    "other": "Count each airport's departures per hour of their dep_time (tumbling windows on event time), with a "
+    "grace that meets both requirements, and write each hour once, as .final() gives it.",
+}
+
+
+def closest_cause(found: dict, truth: dict, reports: list[Report]) -> str:
+    """Which known mistake the app's hours are closest to (by the hours they differ in), of the
+    grader's simulations of them on its own reports: windows on the records' timestamps, graces
+    too short or too long; "other" when none is closer than the right answer."""
+    by_event = [(r.airport, r.left_ms) for r in reports]
+    by_record = [(r.airport, r.reported_ms) for r in reports]
+    candidates = [("record time", closed_hours(by_record, g * MINUTE_MS)) for g in (0, LATE_OK_MIN, FINAL_BY_MIN, 30)]
+    candidates += [("too short", closed_hours(by_event, g * MINUTE_MS)) for g in (0, 1, 5, LATE_OK_MIN - 1)]
+    candidates += [("too long", closed_hours(by_event, g * MINUTE_MS)) for g in (FINAL_BY_MIN + 1, 30, 45, 60)]
+
+    def apart(a: dict, b: dict) -> int:
+        return sum(a.get(k) != b.get(k) for k in set(a) | set(b))
+
+    cause, hours = min(candidates, key=lambda c: apart(found, c[1]))
+    return cause if apart(found, hours) < apart(found, truth) else "other"
+
+
+@check("lab12-q3")
+def hours_on_event_time(ctx: Context) -> str:
+    """departures per airport and hour on event time, from reports late and too late: each hour once, final, its count right"""
+    reports = late_reports(ctx)
+    truth = required_hours(reports)
+    # One partition each (and so one for the app's changelog): each airport's reports are in order in
+    # any partition, and the lab's cells and self-checks come close to a namespace's 100 partitions.
+    departures = graders_topic(ctx, "departures", 1, retention_ms="-1")  # timestamps of 2013: kept for ever
+    output = graders_topic(ctx, "hours", 1, protect=False, retention_ms="-1")
+    produce_reports(ctx, departures, reports)
+    run = start(ctx, HOURS_SCRIPT, departures, output, f"state-{ctx.rng.randrange(10**6)}", tag="hours")
+    once = {k: [n] for k, n in truth.items()}
+    # each airport's last hour: only its last report, which comes after every other of the airport, closes it
+    last_hours = {max(k for k in truth if k[0] == airport) for airport, _ in truth}
+
+    def seen() -> tuple[bool, tuple[dict, list]]:
+        # the groups first, the output after: what the app had committed by then is read
+        return bool(app_groups_at_end(ctx, departures)), hours_written(ctx, output)
+
+    # Until the app has read all the reports and committed what it wrote of them, or each airport's
+    # last hour is there (an app that writes each hour once, when it closes, has then written all it
+    # will); then, if the hours are not right, until they are or the app is at the end, SETTLE_S more
+    # (a commit or two: what a group that commits has left to write; an app without one is not waited for).
+    done = wait_for(
+        seen, timeout_s=APP_START_S, every_s=1, until=lambda s: s[0] or last_hours <= set(s[1][0]), stop_if=run.ended
+    )
+    if done and not done.last[0] and done.last[1][0] != once:
+        done = wait_for(seen, timeout_s=SETTLE_S, every_s=1, until=lambda s: s[0] or s[1][0] == once, stop_if=run.ended)
+    at_end, (found, unreadable) = done.last if done.last else (False, ({}, []))
+    if run.ended() and found != once:
+        raise ended_early(
+            run, "before it had written every hour", "The app runs until it is stopped (app.run()), as a service does."
+        )
+    stop(run.proc)
+    hint_format = (
+        'Write each hour with to_topic(app.topic(HOURS, key_serializer="str")) after .final(): keyed by the airport, '
+        '{"start": ..., "end": ..., "value": <departures>} as .final() gives it.'
+    )
+    expect(
+        bool(found) or bool(unreadable),
+        f"{HOURS_SCRIPT} wrote no hour to {short_name(output)} "
+        + ("after reading every report" if at_end else f"within {APP_START_S} s (it had not read every report)"),
+        found=run.output()[-600:] or "(it printed nothing)",
+        hint=hint_format + " An hour is written when it closes, on the time the window is given.",
+    )
+    expect(
+        not unreadable,
+        f"{len(unreadable)} of the records in {short_name(output)} are not an airport's hour",
+        expected='keyed by the airport, a value like {"start": <ms>, "end": <ms>, "value": <departures>}',
+        found=unreadable[:2],
+        hint=hint_format,
+    )
+    twice = {k: ns for k, ns in found.items() if len(ns) > 1}
+    expect(
+        not twice,
+        f"{len(twice)} of the {len(found)} airport-hours in {short_name(output)} were written more than once",
+        found={hour_name(k): ns[:5] for k, ns in sorted(twice.items())[:3]},
+        hint="Each update of a window was written. Write each hour once, when it is final: .final(), not .current().",
+    )
+    last = {k: ns[-1] for k, ns in found.items()}
+    wrong = sorted(k for k in set(truth) | set(last) if last.get(k) != truth.get(k))
+    expect(
+        not wrong,
+        f"the departures of each airport-hour in {short_name(output)}: {len(wrong)} of {len(truth)} wrong or "
+        f"missing ({sum(k not in truth for k in wrong)} hours written that have none)",
+        expected="each hour of the grader's departures with those that count",
+        found={hour_name(k): last.get(k, "missing") for k in wrong[:4]},  # the app's numbers, not the grader's
+        hint=HOURS_HINTS[closest_cause(last, truth, reports)],
+    )
+    late = sum(1 for r in reports if r.counts and r.airport_at_ms > r.left_ms)
+    too_late = sum(1 for r in reports if r.counts is False)
+    return (
+        f"{len(reports)} reports of {len({r.airport for r in reports})} airports, timestamped when reported: "
+        f"{late} late by up to {LATE_OK_MIN} minutes counted, {too_late} after their hour was final left out; "
+        f"{len(truth)} airport-hours, each once and right"
+    )

@@ -307,6 +307,18 @@ LESSONS = {
         r"lab12-q2 passed",
         r"airport-hours closed, each count equal to the data's: True",  # event time, in order per key
         regrouped_hours_drop_late,  # after group_by: the repartition topic's order, many late
+        r"lab12-q3 passed",
+        # the demo's two late reports: the hour's last departure up to 10 minutes late, one after 14:20
+        r"13:58 reported after 14:07\n13:20 reported after 14:25\n",
+        # each grace: when the hour was written, what it counted and dropped
+        r"grace  0 min: 13:00 written when JFK's reports had reached 14:03, 27 of its 29 departures; "
+        r"dropped as late: 13:58, 13:20\n",
+        r"grace 10 min: 13:00 written when JFK's reports had reached 14:13, 28 of its 29 departures; "
+        r"dropped as late: 13:20\n",
+        r"grace 20 min: 13:00 written when JFK's reports had reached 14:25, 28 of its 29 departures; "
+        r"dropped as late: 13:20\n",
+        r"grace 30 min: 13:00 written when JFK's reports had reached 14:34, 29 of its 29 departures; "
+        r"dropped as late: none",
     ],
     "lab13": [
         # the rehearsal: the first hours on the board, each equal to the data; then every hour of
