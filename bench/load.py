@@ -291,7 +291,7 @@ def broker_produce_ms(pid: int) -> dict[str, float]:
     }
 
 
-# Marks in a broker's log of where a restart spends its time (Kafka 4.1's own lines).
+# Marks in a broker's log of where a restart spends its time (Kafka's own lines, the same from 4.1 to 4.3).
 STARTING = re.compile(r"^\[(\d\d):(\d\d):(\d\d),(\d{3})\] INFO  \[ControllerServer id=\d+\] Starting controller")
 LOADING = re.compile(r"^\[(\d\d):(\d\d):(\d\d),(\d{3})\] INFO  Loading logs from log dirs")
 LOADED = re.compile(r"^\[(\d\d):(\d\d):(\d\d),(\d{3})\] INFO  Loaded (\d+) logs in (\d+)ms")

@@ -4,8 +4,9 @@
 
 writes three files into OUT, for engines the kit does not run itself:
 
-- strimzi-kafka.yaml: a Kafka cluster from the Strimzi operator (API kafka.strimzi.io/v1: Strimzi
-  1.0 runs Kafka 4.1.2, the kit's version): one node pool of three
+- strimzi-kafka.yaml: a Kafka cluster from the Strimzi operator (API kafka.strimzi.io/v1, the
+  kit's Kafka version in spec.kafka.version: docs/scaling.md says which Strimzi runs it): one node
+  pool of three
   KRaft nodes (broker and controller, as the local cluster), the course's teaching defaults
   (TEACHING_DEFAULTS, the same as the local cluster and compose), SCRAM logins on an internal
   listener, the brokers' simple authorizer, and the course admin as super user;

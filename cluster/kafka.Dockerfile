@@ -2,7 +2,7 @@
 # partition budget per namespace and the bounds on its topics' settings, cluster/policy/), compiled here as `python -m cluster up`
 # compiles it for the local cluster. Image tags are pinned in pyproject.toml
 # [tool.course.images] (checked by tests/cluster/test_compose.py).
-ARG KAFKA_IMAGE=apache/kafka:4.1.2
+ARG KAFKA_IMAGE=apache/kafka:4.3.1
 ARG JDK_IMAGE=eclipse-temurin:17-jdk
 
 FROM ${KAFKA_IMAGE} AS kafka

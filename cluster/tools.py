@@ -24,7 +24,7 @@ from .java import java_executable
 from .process import login_file
 
 # tool -> (the jar bundle that has it, its main class). kafka-configs.sh is still Kafka's core
-# (Scala) in 4.1; the others moved to the tools module.
+# (Scala) in 4.1 to 4.3; the others moved to the tools module.
 TOOLS = {
     "topics": ("kafka-tools", "org.apache.kafka.tools.TopicCommand"),
     "consumer-groups": ("kafka-tools", "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"),

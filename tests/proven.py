@@ -90,13 +90,30 @@ def checks_named(path: str, text: str) -> set[str]:
     return {f"{CHECKS}{name}.py" for name in names}
 
 
+def _stamp(path: Path) -> tuple[Path, int, int]:
+    st = path.stat()
+    return path, st.st_mtime_ns, st.st_size
+
+
+# A file is read once per process however many labs ask (13 per run): its text for the names
+# it holds, its sha256 for the digest. A file changed since has another stamp: read again.
+@functools.lru_cache(maxsize=4096)
+def _text(stamp: tuple[Path, int, int]) -> str:
+    return stamp[0].read_text(errors="replace")
+
+
+@functools.lru_cache(maxsize=16384)
+def _sha256(stamp: tuple[Path, int, int]) -> bytes:
+    return hashlib.sha256(stamp[0].read_bytes()).digest()
+
+
 def checks_reached(lab: str, files: list[str], root: Path = ROOT) -> set[str]:
     """The modules of selfcheck/checks/ lab's gradings may run: the package, the lab's own
     module, what the lab's files and the shared modules outside selfcheck/checks/ name, and
     whatever those import in turn."""
 
     def named(path: str) -> set[str]:
-        found = checks_named(path, (root / path).read_text(errors="replace"))
+        found = checks_named(path, _text(_stamp(root / path)))
         return {p for p in files if p.startswith(CHECKS)} if "*" in found else found
 
     readable = (".py", ".ipynb", ".toml")
@@ -147,7 +164,7 @@ def inputs_digest(lab: str, root: Path = ROOT, env: dict | None = None, extra: s
     reached = checks_reached(lab, listed, root)
     files = [p for p in listed if is_input(lab, p, reached)]
     for p in files:
-        h.update(p.encode() + b"\0" + hashlib.sha256((root / p).read_bytes()).digest())
+        h.update(p.encode() + b"\0" + _sha256(_stamp(root / p)))
     return h.hexdigest(), len(files)
 
 

@@ -16,7 +16,7 @@ they call kafka.codec's own functions. `bounded_poll` is what the checks call.
 tests/autograder/test_bounded_reads.py fails if kafka-python moves these names.
 
 Not bounded: legacy_records.lz4_decode_old_kafka, for magic-0 batches, which Kafka 4 brokers
-(the course runs 4.1) no longer accept; it cannot decompress without xxhash, which the course
+no longer accept; it cannot decompress without xxhash, which the course
 does not install (the test checks that too).
 """
 

@@ -78,7 +78,7 @@ def test_a_gradings_login_lists_no_users_and_no_acls(tmp_path, monkeypatch):
                 raise AssertionError(f"{what}: {e}") from None
         # refused with an empty answer (kafka-python drops DescribeLogDirs' error code)
         assert [a["log_dirs"] for a in mine.describe_log_dirs(brokers=[1, 2, 3])] == [[], [], []]
-        # Asked with no list of users (null) rather than an empty one, Kafka 4.1's brokers refuse
+        # Asked with no list of users (null) rather than an empty one, Kafka 4.1's brokers (and later) refuse
         # too, and then fail to answer (a NullPointerException in the refusal): no list either way.
         impatient = grading.admin(request_timeout_ms=3_000)
         try:
