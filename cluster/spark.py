@@ -112,6 +112,46 @@ def spark_session(app_name: str = "kafka-course", master: str | None = None, **c
     return spark
 
 
+# Stopping a query in real-time mode interrupts its long-running batch: Spark then logs, as errors
+# with Java stack traces, the write it aborts and the task it kills. That is what stopping means
+# there; nothing went wrong.
+REAL_TIME_STOP_LOGGERS = (
+    "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
+    "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
+    "org.apache.spark.util.Utils",
+    "org.apache.spark.scheduler.TaskSetManager",
+)
+STOP_SETTLE_S = 10  # for the stopped query's tasks to end
+STOP_GRACE_S = 1
+
+
+def stop_quietly(query) -> None:
+    """Stop a streaming query (lab 10: one in real-time mode) without the lines Spark logs for
+    the batch it interrupts; every other line of those loggers, before and after, still shows."""
+    import time
+
+    from pyspark import SparkContext
+
+    sc = SparkContext.getOrCreate()  # the running session's
+    jvm = sc._jvm
+    assert jvm is not None  # a running SparkContext has its JVM
+    configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+    levels = {
+        name: jvm.org.apache.logging.log4j.LogManager.getLogger(name).getLevel() for name in REAL_TIME_STOP_LOGGERS
+    }
+    for name in levels:
+        configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.OFF)
+    try:
+        query.stop()
+        tracker, deadline = sc.statusTracker(), time.monotonic() + STOP_SETTLE_S
+        while tracker.getActiveStageIds() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(STOP_GRACE_S)  # a killed task reports back after its stage is gone
+    finally:
+        for name, level in levels.items():
+            configurator.setLevel(name, level)
+
+
 def driver_class_archive() -> str:
     """The driver's options that map the class archive `make jars` made (cluster/class_sharing.py), or ""."""
     from .class_sharing import spark_options
