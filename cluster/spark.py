@@ -96,6 +96,11 @@ def spark_session(app_name: str = "kafka-course", master: str | None = None, **c
         # Python workers with the kernel's own interpreter: Spark starts `python3` from the PATH
         # otherwise, which on many laptops is another Python, without pyspark's packages.
         settings["spark.pyspark.python"] = sys.executable
+        # That setting reaches spark-submit's workers only: a session made in Python takes its
+        # workers' interpreter from PYSPARK_PYTHON when the SparkContext starts (pyspark's
+        # context.py), else `python3`; without it, a Python UDF or transformWithStateInPandas
+        # fails with "No module named 'pyarrow'" (or 'pandas').
+        os.environ["PYSPARK_PYTHON"] = sys.executable
         # The driver's RPC and block ports listen on the machine's network, which other users'
         # (and, while grading, other submissions') code shares: only a holder of this session's
         # own secret is let in. In local mode Spark makes the secret itself, in the driver (a

@@ -87,3 +87,20 @@ def test_the_driver_lets_in_only_holders_of_its_sessions_secret(spark):
     ]
     assert drivers and not any("secret" in " ".join(p.info["cmdline"]) for p in drivers)
     assert spark.range(3).count() == 3  # and the driver works with it
+
+
+def test_python_workers_run_the_kernels_interpreter(spark):
+    """Python UDFs (and transformWithStateInPandas, lab 12) run in workers started with the interpreter
+    PYSPARK_PYTHON names when the session starts, else `python3` from the PATH, which may lack pyarrow
+    and pandas: spark_session names the kernel's own."""
+    import sys
+
+    from pyspark.sql.functions import udf
+
+    @udf("string")
+    def interpreter(_):
+        import sys
+
+        return sys.executable
+
+    assert spark.range(1).select(interpreter("id")).first()[0] == sys.executable
