@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-heavy test-capstone test-fast bench up down status jars install lock release selftest student-kit gradescope hub clean
+.PHONY: lab test test-heavy test-capstone test-fast bench up down status jars install lock outdated release selftest student-kit gradescope hub clean
 
 # Every Python package comes from requirements/dev.txt: the pins of pyproject.toml and all they
 # depend on, each with the hashes of its files (pip refuses anything else); the kit itself is
@@ -30,6 +30,10 @@ lock:
 	$(LOCK) --extra test --extra hub -o requirements/dev.txt
 	$(LOCK) --extra hub -c requirements/dev.txt -o requirements/hub.txt
 	$(LOCK) -c requirements/dev.txt -o requirements/runtime.txt
+
+# Each pin beside the newest version PyPI, Maven Central and npm serve (needs the network).
+outdated: $(STAMP)
+	$(PY) -m staff outdated
 
 install: $(STAMP)
 

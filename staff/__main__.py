@@ -1,4 +1,4 @@
-"""python -m staff selftest [LAB ...] | student-kit DIR: the course staff's own commands (the
+"""python -m staff selftest [LAB ...] | student-kit DIR | outdated: the course staff's own commands (the
 grader's are `python -m autograder`; this package is never handed out)."""
 
 from __future__ import annotations
@@ -21,6 +21,12 @@ def cmd_student_kit(a) -> int:
     from .kit import main
 
     return main(a.dir)
+
+
+def cmd_outdated(a) -> int:
+    from .outdated import main
+
+    return main()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -49,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
     k = sub.add_parser("student-kit", help="write what students get (labs, cluster, self-checks; no solutions)")
     k.add_argument("dir", help="the folder to write (replaced if it exists)")
     k.set_defaults(func=cmd_student_kit)
+    o = sub.add_parser("outdated", help="each pin beside the newest version its registry serves (needs the network)")
+    o.set_defaults(func=cmd_outdated)
     return p
 
 
