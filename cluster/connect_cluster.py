@@ -121,6 +121,9 @@ class ConnectCluster:
             "rest.advertised.host.name": "127.0.0.1",
             "rest.advertised.port": str(port),
             "plugin.path": str(self.folder / "plugins"),
+            # plugins found by their manifests (Kafka's and Debezium's jars have them), not by
+            # scanning every class of every jar: seconds less for each worker to start
+            "plugin.discovery": "service_load",
             # a connector may name its own clients' settings (a sink's group must be in your namespace)
             "connector.client.config.override.policy": "All",
             **login,
