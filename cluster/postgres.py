@@ -82,6 +82,18 @@ def binaries() -> Path:
     raise ClusterError("No PostgreSQL server programs (initdb, postgres) on this machine.", hint=INSTALL_HINT)
 
 
+def missing() -> str | None:
+    """None when the change-data-capture lab can run its PostgreSQL here; else what is missing
+    and how to get it (the other labs need none of it)."""
+    try:
+        binaries()
+    except ClusterError as e:
+        return f"{e.message} The change-data-capture lab needs it; every other lab works without it. {e.hint}"
+    if os.geteuid() == 0 and not shutil.which("bwrap"):
+        return "PostgreSQL refuses to run as root and bubblewrap (bwrap) is not installed: the change-data-capture lab needs one of the two (run as a user, or `apt install bubblewrap`)."
+    return None
+
+
 def _digits(path: str) -> list[str]:
     import re
 
