@@ -225,12 +225,29 @@ class Postgres:
         with self.connect() as conn:
             return conn.execute("show wal_level").fetchone()[0] == "logical"
 
+    def answers(self) -> bool:
+        """A server answers on this folder's port with this folder's password (one started
+        before, by another kernel or an earlier run of the cell)."""
+        if not self.initialised():
+            return False
+        try:
+            return self._ready()
+        except Exception:
+            return False
+
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout_s: float = 30) -> None:
         """A fast shutdown (SIGINT: connections closed, the WAL flushed), then a kill if it hangs."""
-        if self.proc is None:
+        if self.proc is None:  # started by another process (an earlier kernel): ask pg_ctl
+            if (self.folder / DATA / "postmaster.pid").is_file():
+                pg_ctl = str(binaries() / "pg_ctl")
+                subprocess.run(
+                    as_ordinary_user([pg_ctl, "-D", str(self.folder / DATA), "-m", "fast", "-w", "stop"]),
+                    capture_output=True,
+                    timeout=timeout_s + 5,
+                )
             return
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGINT)

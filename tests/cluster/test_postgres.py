@@ -71,3 +71,13 @@ def test_as_root_it_runs_as_an_ordinary_user_inside_a_user_namespace(tmp_path):
         # the server's own user inside the namespace is not root, which PostgreSQL refuses
         assert c.execute("select current_setting('data_directory')").fetchone()[0].endswith("/pg/data")
     assert postgres.as_ordinary_user(["postgres"])[0].endswith("bwrap")
+
+
+def test_a_server_another_process_started_is_found_and_stopped(tmp_path):
+    port = free_port()
+    first = Postgres(tmp_path / "pg", port=port).start()
+    again = Postgres(tmp_path / "pg", port=port)  # a new kernel's object for the same folder
+    assert again.answers()
+    again.stop()  # no process of its own: pg_ctl stops the server the first one started
+    first.proc.wait(30)
+    assert not again.answers()
