@@ -20,8 +20,10 @@ request and forwards it to the leader when it must. Logs: `worker-N.log` in the 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import secrets
 import signal
 import subprocess
 import urllib.error
@@ -35,6 +37,7 @@ from . import jars
 from .clients import account, bootstrap_servers, namespace, qualify
 from .errors import ClusterError
 from .java import java_executable
+from .kafka_connect import BASIC_AUTH, LOGIN_MODULE
 from .process import listening_ports, properties, write_private
 from .safe_files import kind, make_dirs, tail_text
 from .waiting import wait_for
@@ -59,12 +62,15 @@ class ConnectCluster:
         login=None,
         namespace_: str | None = None,
         launch: Callable[..., subprocess.Popen] | None = None,
+        private_rest: bool = False,
     ):
         """group: the workers' group and the stem of their topics (default <namespace>.connect);
         ports: each worker's REST port (default: the cluster's port base + 51, + 52, ...); 0: the
         JVM binds a free one and the port is read from its own listening socket (the grader's
         way: nobody can take the port first), which it advertises to the other workers;
-        login: whose Kafka login the workers use (an Account), yours by default."""
+        login: whose Kafka login the workers use (an Account), yours by default;
+        private_rest: the REST API answers only requests with a password of this object's own
+        (Kafka's basic-auth extension; a request one worker forwards to another carries it)."""
         self.folder = Path(folder).absolute()
         ns = namespace_ or namespace()
         self.group = group or qualify(ns, "connect")
@@ -76,6 +82,7 @@ class ConnectCluster:
         self.ports, self.heap, self.login, self.launch = list(ports), heap, login, launch
         self.fixed = [p != 0 for p in ports]
         self.procs: list[subprocess.Popen | None] = [None] * workers
+        self.rest_password = secrets.token_urlsafe(24) if private_rest else None
 
     # --- the verbs ----------------------------------------------------------------------
     def start(self, timeout_s: float = 120) -> ConnectCluster:
@@ -136,9 +143,16 @@ class ConnectCluster:
             **login,
             **{f"{side}.{k}": v for side in ("producer", "consumer", "admin") for k, v in login.items()},
         }
+        jvm = [f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+        if self.rest_password:
+            worker["rest.extension.classes"] = BASIC_AUTH
+            users = self.folder / "rest-users.properties"
+            write_private(users, properties({"grader": self.rest_password}))
+            jaas = self.folder / "rest-jaas.conf"
+            write_private(jaas, f'KafkaConnect {{\n  {LOGIN_MODULE} required\n  file="{users}";\n}};\n')
+            jvm.append(f"-Djava.security.auth.login.config={jaas}")
         path = self.folder / f"worker-{i + 1}.properties"
         write_private(path, properties(worker))  # the login is in here
-        jvm = [f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
         classpath = os.pathsep.join(map(str, jars.jars("kafka-connect")))
         cmd = [java_executable(), *jvm, "-cp", classpath, DISTRIBUTED, str(path)]
         log_path = self.folder / f"worker-{i + 1}.log"
@@ -234,7 +248,7 @@ class ConnectCluster:
                 f"http://127.0.0.1:{self.ports[i]}{path}",
                 data=None if body is None else json.dumps(body).encode(),
                 method=method,
-                headers={"Content-Type": "application/json"},
+                headers={"Content-Type": "application/json", **self._auth()},
             )
             try:
                 with urllib.request.urlopen(req, timeout=10) as r:
@@ -249,6 +263,12 @@ class ConnectCluster:
             except OSError as e:
                 last = e
         raise last  # type: ignore[misc]
+
+    def _auth(self) -> dict[str, str]:
+        if not self.rest_password:
+            return {}
+        token = base64.b64encode(f"grader:{self.rest_password}".encode()).decode()
+        return {"Authorization": f"Basic {token}"}
 
     def _all_answer(self) -> bool:
         """Every worker lists the connectors: it does once it has joined the group (before, its

@@ -111,3 +111,35 @@ def test_a_killed_worker_gives_its_task_to_the_other_and_no_change_is_lost(clust
     finally:
         connect.stop()
         db.stop()
+
+
+def test_a_private_rest_api_answers_only_its_password_and_forwards_it(cluster, tmp_path):
+    """The grader's workers: a request without the password is refused by every worker, and a
+    connector created through either worker (one of them forwards to the leader) is created."""
+    import urllib.error
+    import urllib.request
+
+    connect = ConnectCluster(
+        tmp_path / "connect", group=topic_name(f"p{uuid.uuid4().hex[:6]}-connect"), ports=[0, 0], private_rest=True
+    )
+    try:
+        connect.start()
+        for port in connect.ports:
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/connectors", timeout=10)
+            assert e.value.code == 401
+        (tmp_path / "in.txt").write_text("one\n")
+        for i in (0, 1):  # the leader takes one directly, the other forwards it
+            connect.rest(
+                "PUT",
+                f"/connectors/file-{i}/config",
+                {
+                    "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+                    "file": str(tmp_path / "in.txt"),
+                    "topic": topic_name(f"p-in-{i}"),
+                },
+                worker=i,
+            )
+        assert sorted(connect.rest("GET", "/connectors", worker=1)) == ["file-0", "file-1"]
+    finally:
+        connect.stop()
