@@ -174,6 +174,9 @@ def admin_client_for(client_id: str, connection: dict, **overrides):
 
 
 # --- what a namespace's user may do --------------------------------------------------------
+CONNECT_LEADER = "connect-cluster-"  # Kafka Connect's prefix of its leader's transactional id
+
+
 def namespace_acls(user: str, namespace: str) -> list:
     """The ACLs of a namespace's user: everything a lab needs on "<namespace>." names."""
     from kafka.admin import (
@@ -199,15 +202,21 @@ def namespace_acls(user: str, namespace: str) -> list:
         ResourceType.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
         ResourceType.TRANSACTIONAL_ID: (Op.WRITE, Op.DESCRIBE),
     }
+    patterns = [(kind, namespace + ".", ops) for kind, ops in allowed.items()]
+    # Connect's exactly-once source support: the leader of a group of workers fences older ones
+    # with the transactional id "connect-cluster-<group.id>" (KIP-618), which no setting renames;
+    # a group "<namespace>...." gives "connect-cluster-<namespace>...." (clients.namespace()
+    # refuses namespaces that begin so, which would own another's).
+    patterns.append((ResourceType.TRANSACTIONAL_ID, f"{CONNECT_LEADER}{namespace}.", (Op.WRITE, Op.DESCRIBE)))
     return [
         ACL(
             f"User:{user}",
             "*",
             op,
             ACLPermissionType.ALLOW,
-            ResourcePattern(kind, namespace + ".", ACLResourcePatternType.PREFIXED),
+            ResourcePattern(kind, prefix, ACLResourcePatternType.PREFIXED),
         )
-        for kind, ops in allowed.items()
+        for kind, prefix, ops in patterns
         for op in ops
     ]
 

@@ -74,6 +74,8 @@ def namespace() -> str:
     ns = re.sub(r"[^a-z0-9-]+", "-", raw.lower()).strip("-")
     if not ns:
         raise ValueError(f"namespace {raw!r} has no usable characters; set LAB_NAMESPACE")
+    if ns.startswith("connect-cluster-"):  # Connect's names for every namespace's workers (accounts.py)
+        raise ValueError(f"namespace {ns!r} begins as Kafka Connect's own names do; set LAB_NAMESPACE to another")
     return ns[:100]
 
 

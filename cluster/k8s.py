@@ -123,14 +123,14 @@ def kafka(namespace: str) -> list[dict]:
 
 def acl_rules(namespace: str) -> list[dict]:
     """The local cluster's ACLs of a namespace, as Strimzi's AclRules (one per resource type)."""
-    rules: dict[str, list[str]] = {}
+    rules: dict[tuple[str, str], list[str]] = {}
     for acl in accounts.namespace_acls("x", namespace):
         pattern = acl.resource_pattern
         kind = RESOURCE_TYPES[pattern.resource_type.name]
-        rules.setdefault(kind, []).append(OPERATIONS[acl.operation.name])
+        rules.setdefault((kind, pattern.resource_name), []).append(OPERATIONS[acl.operation.name])
     return [
-        {"resource": {"type": kind, "name": f"{namespace}.", "patternType": "prefix"}, "operations": ops, "host": "*"}
-        for kind, ops in rules.items()
+        {"resource": {"type": kind, "name": name, "patternType": "prefix"}, "operations": ops, "host": "*"}
+        for (kind, name), ops in rules.items()
     ]
 
 

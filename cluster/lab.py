@@ -6,6 +6,8 @@ lab.topic("flights")             # "<namespace>.flights": your topic
 lab.fresh_topic("flights", 3)    # that topic, new and empty (again on every run of the cell)
 lab.read("flights")              # every record it holds, oldest first
 lab.own_cluster()                # lab 7: three brokers of your own, to break
+lab.postgres()                   # the CDC lab: PostgreSQL of your own, its WAL logical
+lab.connect_cluster()            # the CDC lab: two distributed Connect workers, Debezium's connector
 lab.streams_app("counter")       # a quixstreams Application in your namespace (cluster/streams.py)
 KafkaProducer(**lab.connection)  # every client: the servers and your login
 Producer(lab.librdkafka_connection())   # the same for confluent-kafka (librdkafka)
@@ -97,6 +99,22 @@ class Lab:
         from .streams import streams_app
 
         return streams_app(name, state_dir, **settings)
+
+    def postgres(self, folder: str = "postgres"):
+        """The change-data-capture lab's database: PostgreSQL in `folder` beside your notebook,
+        made on first use, started (or found running: started again is a no-op), with a logical
+        write-ahead log (cluster/postgres.py). Stop it with .stop()."""
+        from .postgres import Postgres
+
+        db = Postgres(folder)
+        return db if db.answers() else db.start()
+
+    def connect_cluster(self, folder: str = "connect", workers: int = 2):
+        """Distributed Kafka Connect workers as you, in one group "<namespace>.connect", Debezium's
+        PostgreSQL connector on their plugin path (cluster/connect_cluster.py). Stop with .stop()."""
+        from .connect_cluster import ConnectCluster
+
+        return ConnectCluster(folder, workers=workers).start()
 
     def own_cluster(self):
         """Lab 7: a three-broker cluster of your own, to break (cluster/own.py): started, or

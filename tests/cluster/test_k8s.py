@@ -87,7 +87,7 @@ def test_each_student_gets_the_local_clusters_namespace_rights_and_quotas(writte
             )
             for a in accounts.namespace_acls(user["metadata"]["name"], namespace)
         }
-        assert found == expected and len(found) == 12
+        assert found == expected and len(found) == 14  # 12 on "<ns>.", 2 for Connect's leader
         assert user["spec"]["quotas"] == {
             "producerByteRate": accounts.USER_QUOTAS["producer_byte_rate"],
             "consumerByteRate": accounts.USER_QUOTAS["consumer_byte_rate"],
