@@ -60,9 +60,11 @@ INSTALL_HINT = (
 def binaries() -> Path:
     """The folder of the machine's PostgreSQL server programs (initdb, postgres): COURSE_POSTGRES_BIN,
     then `pg_config --bindir`, then the usual places of Debian's and Homebrew's packages (the newest)."""
+    from .settings import env
+
     candidates = []
-    if os.environ.get("COURSE_POSTGRES_BIN"):
-        candidates.append(Path(os.environ["COURSE_POSTGRES_BIN"]))
+    if given := env("COURSE_POSTGRES_BIN"):
+        candidates.append(Path(given))
     if shutil.which("pg_config"):
         out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True)
         if out.returncode == 0:

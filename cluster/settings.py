@@ -256,6 +256,7 @@ ENVIRONMENT: dict[str, tuple[str | None, str]] = {
     "KAFKA_HOME": (None, "a Kafka installation whose libs/ replace the pinned jars"),
     "JAVA_HOME": (None, "the JDK (17+) to run; unset: `java` on the PATH"),
     "COURSE_JARS_CACHE": (None, "where downloaded jars are kept; unset: $XDG_CACHE_HOME/kafka-course"),
+    "COURSE_POSTGRES_BIN": (None, "the folder of PostgreSQL's initdb and postgres (the CDC lab); unset: found"),
     "XDG_CACHE_HOME": (str(Path.home() / ".cache"), "the user's cache folder (freedesktop's convention)"),
     # Spark and grading
     "SPARK_MASTER": ("local[2]", "where Spark jobs run: two local threads, or spark://host:7077"),

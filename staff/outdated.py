@@ -79,7 +79,12 @@ def check(row: tuple[str, str, str]) -> tuple[str, str, str, str]:
             newest = newest_npm(name)
         else:
             follows = {"apache/kafka": "the Kafka pin", "apache/spark": "the pyspark pin"}.get(name)
-            return what, pinned, "-", f"follows {follows}" if follows else "not asked (image registries are out of reach here)"
+            return (
+                what,
+                pinned,
+                "-",
+                f"follows {follows}" if follows else "not asked (image registries are out of reach here)",
+            )
     except Exception as e:  # a registry down or a name it does not know: say so, go on
         return what, pinned, "?", f"could not ask: {type(e).__name__}: {e}"
     behind = STABLE.match(pinned) and STABLE.match(newest) and _key(newest) > _key(pinned)
@@ -95,5 +100,7 @@ def main() -> int:
     for what, pinned, newest, note in found:
         print(f"{what:<{width}}  {pinned:<{pinned_width}}  {newest:<8}  {note}")
     behind = sum(r[3] == "newer served" for r in found)
-    print(f"{behind} of {len(found)} pins have a newer version served; pyproject.toml says why where a pin stays back on purpose.")
+    print(
+        f"{behind} of {len(found)} pins have a newer version served; pyproject.toml says why where a pin stays back on purpose."
+    )
     return 0
