@@ -10,10 +10,9 @@ import json
 import uuid
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
-
-from cluster import connection, topic_name
+from cluster import bootstrap_servers, connection, namespace, topic_name
 from cluster.connect_cluster import ConnectCluster
+from cluster.lab import Lab
 from cluster.postgres import Postgres
 from cluster.process import free_port
 from cluster.waiting import wait_for
@@ -22,19 +21,14 @@ pytestmark = pytest.mark.heavy  # two Connect workers and a database: the `heavy
 
 
 def changes(topic: str) -> list[tuple]:
-    """(op, key, row after) for every record on the topic, in order; a tombstone is ("tombstone", key, None)."""
-    consumer = KafkaConsumer(**connection(), auto_offset_reset="earliest", isolation_level="read_committed")
-    part = TopicPartition(topic, 0)
-    consumer.assign([part])
-    end = consumer.end_offsets([part])[part]
+    """(op, key, row after) for every committed record on the topic, in order; a tombstone is
+    ("tombstone", key, None)."""
+    lab = Lab("test", bootstrap_servers(), namespace(), connection())
     found = []
-    while consumer.position(part) < end:
-        for records in consumer.poll(timeout_ms=1000).values():
-            for r in records:
-                key = json.loads(r.key)["faa"]
-                event = json.loads(r.value) if r.value else None
-                found.append(("tombstone", key, None) if event is None else (event["op"], key, event["after"]))
-    consumer.close()
+    for r in lab.read(topic, isolation_level="read_committed"):
+        key = json.loads(r.key)["faa"]
+        event = json.loads(r.value) if r.value else None
+        found.append(("tombstone", key, None) if event is None else (event["op"], key, event["after"]))
     return found
 
 

@@ -25,18 +25,10 @@ SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 
 def values(topic: str) -> list[str]:
     """Every value on the topic, in offset order (one partition)."""
-    from kafka import KafkaConsumer, TopicPartition
+    from cluster import bootstrap_servers, namespace
+    from cluster.lab import Lab
 
-    consumer = KafkaConsumer(**connection(), auto_offset_reset="earliest")
-    part = TopicPartition(topic, 0)
-    consumer.assign([part])
-    end = consumer.end_offsets([part])[part]
-    found = []
-    while consumer.position(part) < end:
-        for records in consumer.poll(timeout_ms=1000).values():
-            found += [r.value.decode() for r in records]
-    consumer.close()
-    return found
+    return [r.value.decode() for r in Lab("test", bootstrap_servers(), namespace(), connection()).read(topic)]
 
 
 def wait_for(what, check, timeout_s: float = 60):
