@@ -25,11 +25,12 @@ from kafka.admin import (
     ResourceType,
     UserScramCredentialUpsertion,
 )
-from kafka.errors import CoordinatorNotAvailableError
+from kafka.errors import CoordinatorNotAvailableError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from cluster import accounts, connection, namespace, settings
 from cluster.clients import group_ids
+from cluster.waiting import wait_for
 from refusals import BROKER_REFUSED
 from refusals import refused as refused_as
 
@@ -381,9 +382,17 @@ def test_a_login_made_while_a_broker_is_down_works_everywhere_once_it_is_back(he
         try:
             with healthy.stopped(broker=3, kill=True):
                 accounts.grant(root, account, account.username)
-            topics = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{healthy.cfg.port(3)}", **account.kafka_python())
-            with topics:
-                assert topics.list_topics() is not None  # logged in on broker 3, rights known
+
+            # Broker 3 is back once it takes the course's probe login; a login written while it was
+            # down can be refused a moment longer (CI saw it once), so the new login gets a deadline
+            def logs_in_on_broker_3() -> bool:
+                with KafkaAdminClient(
+                    bootstrap_servers=f"127.0.0.1:{healthy.cfg.port(3)}", **account.kafka_python()
+                ) as topics:
+                    return topics.list_topics() is not None  # logged in on broker 3, rights known
+
+            waited = wait_for(logs_in_on_broker_3, timeout_s=30, every_s=0.5, retry_on=(KafkaError,))
+            assert waited, f"broker 3 refused the new login for 30 s after it was back (last: {waited.last})"
         finally:
             accounts.revoke(root, account.username)
 
