@@ -73,7 +73,9 @@ class ShareConsumer:
             [
                 java_executable(),
                 "-Xmx128m",
+                "-Xss512k",
                 "-XX:TieredStopAtLevel=1",
+                "-XX:ReservedCodeCacheSize=32m",
                 "-XX:+UseSerialGC",
                 "-Dorg.apache.logging.log4j.level=WARN",
                 "-cp",

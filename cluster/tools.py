@@ -1,6 +1,7 @@
 """Kafka's own command-line tools, run from the pinned jars against this cluster as you: what an
-operator types (`kafka-topics.sh`, `kafka-consumer-groups.sh`, `kafka-configs.sh` of a Kafka
-release), beside what the labs do with kafka-python's admin client.
+operator types (`kafka-topics.sh`, `kafka-consumer-groups.sh`, `kafka-configs.sh`,
+`kafka-share-groups.sh` and `kafka-console-share-consumer.sh` of a Kafka release), beside what the
+labs do with kafka-python's admin client.
 
     from cluster.tools import kafka_cli
     kafka_cli("topics", "--describe", "--topic", lab.topic("flights"))
