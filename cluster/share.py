@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import jars
+from . import jars, settings
 from .clients import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
@@ -39,6 +39,15 @@ from .process import properties
 ACKS = ("accept", "release", "reject")
 POLL_MS = 500  # one poll's wait inside the JVM; records() asks again until idle_s have passed
 START_TIMEOUT_S = 60
+
+
+def member_classpath() -> str:
+    """The share consumer's classpath: Kafka's client jars and the kit's ShareMember, compiled once
+    into the jar cache. A grading names it (COURSE_SHARE_MEMBER_CLASSPATH): the sandbox only reads
+    the cache, and finding the jars writes to it."""
+    return settings.env("COURSE_SHARE_MEMBER_CLASSPATH") or os.pathsep.join(
+        map(str, [*jars.jars("kafka-tools"), jars.share_member_jar()])
+    )
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,6 @@ class ShareConsumer:
             **{k.replace("_", "."): str(v) for k, v in java_config.items()},
             "course.topic": topic,
         }
-        classpath = [*jars.jars("kafka-tools"), jars.share_member_jar()]
         self._err: collections.deque[str] = collections.deque(maxlen=40)
         self._proc = subprocess.Popen(
             [
@@ -79,7 +87,7 @@ class ShareConsumer:
                 "-XX:+UseSerialGC",
                 "-Dorg.apache.logging.log4j.level=WARN",
                 "-cp",
-                os.pathsep.join(map(str, classpath)),
+                member_classpath(),
                 "ShareMember",
             ],
             stdin=subprocess.PIPE,

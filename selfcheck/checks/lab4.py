@@ -321,8 +321,8 @@ JOB_COUNT = (18, 26)  # seeded: how many jobs the grader queues
 JOB_SECONDS = (0.02, 0.12)  # the work of one job (the worker sleeps this long)
 CRASH_AT = (2, 5)  # the first worker dies as it sends its N-th result (seeded)
 WORKER_IDLE_S = 6  # a worker stops after this long without a job
-SHARE_LOCK_MS = 15_000  # the grader's group: a record held by a dead member comes back after this
-# at the latest (the brokers' smallest allowed lock), so every worker waits longer than it
+# A record held by a member that dies comes back at once: the brokers release it when the member's
+# connection ends (measured: the next member had it 1.8 s after the kill, its own start included).
 
 
 def receivers_form(v) -> bool:
@@ -370,30 +370,30 @@ def jobs_of(ctx: Context, count: int) -> dict[int, dict]:
     }
 
 
-def share_group_state(ctx: Context, group: str, topic: str) -> dict[int, int | None]:
-    """partition -> the share group's start offset on the topic, as the brokers have it
-    (kafka-share-groups.sh --describe --offsets, run by the grader with its own login): every
-    record before it is acknowledged. Empty if the brokers know no such share group."""
+def share_group_lag(ctx: Context, group: str, topic: str) -> dict[int, int | None]:
+    """partition -> the records of the topic the share group has not acknowledged, as the brokers
+    have it (kafka-share-groups.sh --describe --offsets, run by the grader with its own login: its
+    LAG column). Empty if the brokers know no such share group, or it never read the topic."""
     from cluster.errors import ClusterError
     from cluster.tools import kafka_cli
 
     try:
         text = kafka_cli("share-groups", "--describe", "--offsets", "--group", group, echo=False, connection=ctx.kafka)
     except ClusterError as e:
-        if "does not exist" in str(e) or "GroupIdNotFound" in str(e):
+        if "does not exist" in str(e) or "GroupIdNotFound" in str(e) or "not a share group" in str(e):
             return {}
         raise
-    starts: dict[int, int | None] = {}
     lines = text.splitlines()
     header = next((ln.split() for ln in lines if ln.split()[:1] == ["GROUP"]), None)
-    if header is None or "PARTITION" not in header or "START-OFFSET" not in header:
+    if header is None or "PARTITION" not in header or "LAG" not in header:
         return {}
-    at_p, at_s = header.index("PARTITION"), header.index("START-OFFSET")
+    at_p, at_lag = header.index("PARTITION"), header.index("LAG")
+    lags: dict[int, int | None] = {}
     for ln in lines:
         cols = ln.split()
         if len(cols) == len(header) and cols[0] == group and cols[1] == topic and cols[at_p].isdigit():
-            starts[int(cols[at_p])] = int(cols[at_s]) if cols[at_s].lstrip("-").isdigit() else None
-    return starts
+            lags[int(cols[at_p])] = int(cols[at_lag]) if cols[at_lag].isdigit() else None
+    return lags
 
 
 def is_share_group(ctx: Context, group: str) -> bool:
@@ -403,25 +403,13 @@ def is_share_group(ctx: Context, group: str) -> bool:
 @check("lab4-q6")
 def work_queue(ctx: Context) -> str:
     """worker.py as share-group members: one crashes mid-job, three more finish the queue, and every job is done once"""
-    from cluster.jars import share_member_jar
+    from cluster.share import member_classpath
 
-    share_member_jar()  # compiled here, where the jar cache is writable: the workers' sandbox only reads it
+    # Found (and compiled) here, where the jar cache is writable: the workers' sandbox only reads it.
+    classpath = {"COURSE_SHARE_MEMBER_CLASSPATH": member_classpath()}
     jobs_topic = graders_topic(ctx, "jobs", SHARE_PARTITIONS)  # the student's code may only read it
     results_topic = graders_topic(ctx, "results", 1, protect=False)
     group = f"queue-{ctx.rng.randrange(10**6)}"
-    from kafka.admin import ConfigResource, ConfigResourceType
-
-    # The grader's group reads the jobs from the start and gets back a dead member's job soon.
-    ctx.admin.alter_configs(  # kafka-python does not list share groups' settings: no check of the names
-        [
-            ConfigResource(
-                ConfigResourceType.GROUP,
-                ctx.group(group),
-                configs={"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(SHARE_LOCK_MS)},
-            )
-        ],
-        raise_on_unknown=False,
-    )
     jobs = jobs_of(ctx, ctx.rng.randint(*JOB_COUNT))
     from kafka import KafkaProducer
 
@@ -429,6 +417,21 @@ def work_queue(ctx: Context) -> str:
         for n, job in enumerate(jobs.values()):
             producer.send(jobs_topic, key=str(job["id"]).encode(), value=json.dumps(job).encode(), partition=n % 2)
         producer.flush()
+    from cluster.tools import kafka_cli
+
+    # A new share group starts at the end of the topic: the grader's starts at its beginning.
+    kafka_cli(
+        "share-groups",
+        "--reset-offsets",
+        "--to-earliest",
+        "--execute",
+        "--topic",
+        jobs_topic,
+        "--group",
+        ctx.group(group),
+        echo=False,
+        connection=ctx.kafka,
+    )
     args = (short_name(jobs_topic), short_name(results_topic), group)
     crash_at = ctx.rng.randint(*CRASH_AT)
     first = start(
@@ -439,6 +442,7 @@ def work_queue(ctx: Context) -> str:
         str(WORKER_IDLE_S),
         tag=f"{group}-0",
         harness=["--crash-before-send", str(crash_at)],
+        env=classpath,
     )
     code = wait(first)
     if code != CRASHED:
@@ -455,7 +459,7 @@ def work_queue(ctx: Context) -> str:
         )
     # It died holding a job, half done. Three more members, on a two-partition topic.
     runs = [
-        start(ctx, WORKER_SCRIPT, *args, f"worker-{i}", str(SHARE_LOCK_MS / 1000 + WORKER_IDLE_S), tag=f"{group}-{i}")
+        start(ctx, WORKER_SCRIPT, *args, f"worker-{i}", str(WORKER_IDLE_S), tag=f"{group}-{i}", env=classpath)
         for i in range(1, WORKERS + 1)
     ]
     codes = [wait(r) for r in runs]
@@ -497,13 +501,12 @@ def work_queue(ctx: Context) -> str:
         hint="Acknowledge (accept) every job you finished: a job released, or never acknowledged, is handed out again.",
     )
     expect(not wrong, f"jobs whose result's total is wrong: {len(wrong)}", expected="the sum of the job's numbers")
-    ends = end_offsets(ctx, short_name(jobs_topic))
-    starts = share_group_state(ctx, ctx.group(group), jobs_topic)
+    lags = share_group_lag(ctx, ctx.group(group), jobs_topic)
     expect(
-        starts == ends,
-        f"share group {ctx.group(group)}'s start offsets on the jobs topic, as the brokers have them",
-        expected="the end offset of every partition: every job acknowledged",
-        found=starts,
+        lags == {p: 0 for p in range(SHARE_PARTITIONS)},
+        f"share group {ctx.group(group)}'s lag on the jobs topic, as the brokers have it",
+        expected="0 on every partition: every job acknowledged",
+        found=lags or "no share group's offsets on the jobs topic",
         hint="Acknowledge each job once it is done, before you take the next.",
     )
     return f"{len(jobs)} jobs, the first worker killed at its result {crash_at}, each job done once"
