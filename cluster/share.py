@@ -29,8 +29,9 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
-from . import jars, settings
+from . import class_sharing, jars, settings
 from .clients import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
@@ -77,17 +78,24 @@ class ShareConsumer:
             "course.topic": topic,
         }
         self._err: collections.deque[str] = collections.deque(maxlen=40)
+        java, classpath = java_executable(), member_classpath()
+        # Class data sharing, as Kafka's tools have it: the first member that exits cleanly writes
+        # the archive (where the jar cache can be written), every later one maps it.
+        self._classes = [Path(p) for p in classpath.split(os.pathsep)]
+        sharing, self._partial = class_sharing.tool_options(java, self._classes)
+        self._java = java
         self._proc = subprocess.Popen(
             [
-                java_executable(),
+                java,
                 "-Xmx128m",
                 "-Xss512k",
                 "-XX:TieredStopAtLevel=1",
                 "-XX:ReservedCodeCacheSize=32m",
                 "-XX:+UseSerialGC",
                 "-Dorg.apache.logging.log4j.level=WARN",
+                *sharing,
                 "-cp",
-                member_classpath(),
+                classpath,
                 "ShareMember",
             ],
             stdin=subprocess.PIPE,
@@ -175,6 +183,8 @@ class ShareConsumer:
             except (ClusterError, subprocess.TimeoutExpired):
                 self._proc.kill()
                 self._proc.wait(5)
+        class_sharing.keep_tool_archive(self._java, self._classes, self._partial, self._proc.returncode == 0)
+        self._partial = None
 
     def __enter__(self) -> ShareConsumer:
         return self
