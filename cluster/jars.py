@@ -88,11 +88,24 @@ def kafka_classpath() -> list[Path]:
 
 
 POLICY_SOURCES = sorted((Path(__file__).parent / "policy").glob("*.java"))
+SHARE_MEMBER_SOURCES = sorted((Path(__file__).parent / "share_member").glob("*.java"))
 
 
 def policy_jar() -> Path:
     """The brokers' topic policies (cluster/policy/: the partition budget, the settings' bounds), compiled once per source and Kafka
     version into the jar cache with the JDK's javac."""
+    return compiled_jar(POLICY_SOURCES, "policy", "course-policy", "the brokers' topic policy")
+
+
+def share_member_jar() -> Path:
+    """The share-group member that cluster/share.py drives (cluster/share_member/), compiled once
+    per source and Kafka version into the jar cache, as the topic policy is."""
+    return compiled_jar(SHARE_MEMBER_SOURCES, "share-member", "course-share-member", "the share-group member")
+
+
+def compiled_jar(sources: list[Path], folder: str, name: str, what: str) -> Path:
+    """Java sources of the kit's, compiled against the pinned kafka-clients into
+    <jar cache>/<folder>/<digest>/<name>.jar, once per source and Kafka version."""
     import hashlib
     import subprocess
     import tempfile
@@ -101,17 +114,17 @@ def policy_jar() -> Path:
 
     clients = [p for p in kafka_classpath() if p.name.startswith("kafka-clients-")]
     digest = hashlib.sha256(
-        b"".join(p.read_bytes() for p in POLICY_SOURCES) + "".join(p.name for p in clients).encode()
+        b"".join(p.read_bytes() for p in sources) + "".join(p.name for p in clients).encode()
     ).hexdigest()[:16]
-    target = settings.jars_cache() / "policy" / digest / "course-policy.jar"
+    target = settings.jars_cache() / folder / digest / f"{name}.jar"
     if target.exists():
         return target
     bin_dir = Path(java_executable()).resolve().parent
     javac, jar = bin_dir / "javac", bin_dir / "jar"
     if not javac.exists():
         raise ClusterError(
-            f"{bin_dir} has `java` but no `javac`: the brokers' topic policy is compiled "
-            "once from cluster/policy/, which needs a JDK, not only a JRE.",
+            f"{bin_dir} has `java` but no `javac`: {what} is compiled "
+            "once from the kit's sources, which needs a JDK, not only a JRE.",
             hint=INSTALL_HINT,
         )
     with tempfile.TemporaryDirectory() as tmp:
@@ -125,20 +138,18 @@ def policy_jar() -> Path:
                 os.pathsep.join(map(str, clients)),
                 "-d",
                 tmp,
-                *map(str, POLICY_SOURCES),
+                *map(str, sources),
             ],
             capture_output=True,
             text=True,
             timeout=300,
         )
         if out.returncode != 0:
-            raise ClusterError(
-                "Compiling the brokers' topic policy failed.", log_tail=(out.stdout + out.stderr)[-3000:]
-            )
+            raise ClusterError(f"Compiling {what} failed.", log_tail=(out.stdout + out.stderr)[-3000:])
         target.parent.mkdir(parents=True, exist_ok=True)
         # a name of this process's own, then an atomic rename: two processes (pytest's workers, two
         # users' `make up`) may compile the same new version at once; the last rename wins, equal
-        partial = target.with_name(f"course-policy.{os.getpid()}.partial")
+        partial = target.with_name(f"{name}.{os.getpid()}.partial")
         subprocess.run([str(jar), "cf", str(partial), "-C", tmp, "."], check=True, capture_output=True, timeout=120)
         os.replace(partial, target)
     return target

@@ -253,6 +253,11 @@ ENVIRONMENT: dict[str, tuple[str | None, str]] = {
     "COURSE_BROKER_HEAP": (BROKER_HEAP, "each broker's heap; smaller for a small laptop"),
     "COURSE_OWN_CLUSTER_HOME": (str(ROOT / ".own-cluster"), "lab 7's clusters of one's own, to break"),
     "COURSE_OWN_CLUSTER": (None, "set by the grader: the own cluster a grading's code must use (JSON)"),
+    "COURSE_SHARE_MEMBER_CLASSPATH": (
+        None,
+        "set by the grader: the classpath of cluster.share's Java share consumer, found outside the "
+        "sandbox (finding it writes to the jar cache, which a grading's sandbox only reads)",
+    ),
     "KAFKA_HOME": (None, "a Kafka installation whose libs/ replace the pinned jars"),
     "JAVA_HOME": (None, "the JDK (17+) to run; unset: `java` on the PATH"),
     "COURSE_JARS_CACHE": (None, "where downloaded jars are kept; unset: $XDG_CACHE_HOME/kafka-course"),

@@ -1,6 +1,7 @@
 """Kafka's own command-line tools, run from the pinned jars against this cluster as you: what an
-operator types (`kafka-topics.sh`, `kafka-consumer-groups.sh`, `kafka-configs.sh` of a Kafka
-release), beside what the labs do with kafka-python's admin client.
+operator types (`kafka-topics.sh`, `kafka-consumer-groups.sh`, `kafka-configs.sh`,
+`kafka-share-groups.sh` and `kafka-console-share-consumer.sh` of a Kafka release), beside what the
+labs do with kafka-python's admin client.
 
     from cluster.tools import kafka_cli
     kafka_cli("topics", "--describe", "--topic", lab.topic("flights"))
@@ -18,6 +19,7 @@ import os
 import subprocess
 
 from . import class_sharing, jars
+from .accounts import Account
 from .clients import account, bootstrap_servers
 from .errors import ClusterError
 from .java import java_executable
@@ -28,21 +30,33 @@ from .process import login_file
 TOOLS = {
     "topics": ("kafka-tools", "org.apache.kafka.tools.TopicCommand"),
     "consumer-groups": ("kafka-tools", "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"),
+    "share-groups": ("kafka-tools", "org.apache.kafka.tools.consumer.group.ShareGroupCommand"),
+    "console-share-consumer": ("kafka-tools", "org.apache.kafka.tools.consumer.ConsoleShareConsumer"),
     "configs": ("kafka", "kafka.admin.ConfigCommand"),
 }
 TIMEOUT_S = 60
 
 
-def kafka_cli(tool: str, *args: str, timeout: float = TIMEOUT_S, echo: bool = True) -> str:
+def kafka_cli(
+    tool: str, *args: str, timeout: float = TIMEOUT_S, echo: bool = True, connection: dict | None = None
+) -> str:
     """Run `kafka-<tool>.sh ARGS` (tool: one of TOOLS) as your login on this cluster; print the
-    command and what it printed (echo=False: print nothing), and return its output."""
+    command and what it printed (echo=False: print nothing), and return its output.
+    connection: kafka-python settings of another login (the grader's) to run it with instead."""
     if tool not in TOOLS:
         raise ValueError(f"no tool {tool!r}; the kit runs {', '.join(TOOLS)}")
     bundle, main_class = TOOLS[tool]
     classpath = jars.kafka_classpath() if bundle == "kafka" else jars.jars(bundle)
     java = java_executable()
     sharing, partial = class_sharing.tool_options(java, classpath)
-    with login_file(account().java()) as login:
+    servers, user = bootstrap_servers(), account()
+    if connection is not None:
+        servers = connection["bootstrap_servers"]
+        servers = servers if isinstance(servers, str) else ",".join(servers)
+        user = Account(
+            connection["sasl_plain_username"], connection["sasl_plain_password"], connection["sasl_mechanism"]
+        )
+    with login_file(user.java()) as login:
         cmd = [
             java,
             "-Xmx256m",
@@ -53,7 +67,7 @@ def kafka_cli(tool: str, *args: str, timeout: float = TIMEOUT_S, echo: bool = Tr
             os.pathsep.join(map(str, classpath)),
             main_class,
             "--bootstrap-server",
-            bootstrap_servers(),
+            servers,
             "--command-config",
             login,
             *map(str, args),

@@ -1,7 +1,8 @@
 """Run a student's script, and crash it on purpose in the middle of a write.
 
-    python -m selfcheck.harness [--crash-on-write NAME:N] [--crash-on-send N] [--crash-after-commit N]
-                                 [--crash-after SECONDS] [--stop-spark] script.py ARGS...
+    python -m selfcheck.harness [--crash-on-write NAME:N] [--crash-on-send N] [--crash-before-send N]
+                                 [--crash-after-commit N] [--crash-after SECONDS] [--stop-spark]
+                                 script.py ARGS...
 
 --crash-on-write NAME:N SIGKILL the script in the middle of the N-th write to a file whose name
                         starts with NAME: half the data is on disk, then it dies, as in a power
@@ -9,6 +10,9 @@
 --crash-on-send N       SIGKILL right after the N-th KafkaProducer.send(), once the producer has
                         delivered what it holds: the records are on the brokers (inside the
                         open transaction, if there is one), nothing after them has happened.
+--crash-before-send N   SIGKILL when KafkaProducer.send() is called for the N-th time, before
+                        that record reaches the producer: a worker dies with the work on the
+                        record in hand half-done (its result never written).
 --crash-after-commit N  SIGKILL right after the N-th KafkaProducer.commit_transaction() of a
                         transaction that sent a record returned: whatever the script does after a
                         transaction (its own offset commit, a file it writes) never happens.
@@ -119,9 +123,9 @@ def crash_on_write(name: str, nth: int) -> None:
     sys.addaudithook(hook)
 
 
-def crash_in_producer(method: str, nth: int, counts=lambda producer: True) -> None:
+def crash_in_producer(method: str, nth: int, counts=lambda producer: True, before: bool = False) -> None:
     """SIGKILL after the nth call of KafkaProducer.<method> that counts(producer) accepts (see the
-    module's help). A script that reaches the producer another way (a saved reference, another
+    module's help); before=True: at the nth call, before it runs. A script that reaches the producer another way (a saved reference, another
     client library) never crashes, and the grader fails a run that was meant to crash but did not."""
     from kafka import KafkaProducer
 
@@ -129,6 +133,11 @@ def crash_in_producer(method: str, nth: int, counts=lambda producer: True) -> No
     seen = {"count": 0}
 
     def patched(self, *args, **kwargs):
+        if before:
+            seen["count"] += 1
+            if seen["count"] == nth:
+                crash()
+            return real(self, *args, **kwargs)
         result = real(self, *args, **kwargs)
         if not counts(self):
             return result
@@ -172,6 +181,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m selfcheck.harness", description=__doc__.splitlines()[0])
     p.add_argument("--crash-on-write", metavar="NAME:N")
     p.add_argument("--crash-on-send", type=int, metavar="N")
+    p.add_argument("--crash-before-send", type=int, metavar="N")
     p.add_argument("--crash-after-commit", type=int, metavar="N")
     p.add_argument("--crash-after", type=float, metavar="SECONDS")
     p.add_argument("--stop-spark", action="store_true")
@@ -183,6 +193,8 @@ def main(argv=None) -> None:
         crash_on_write(name, int(nth))
     if a.crash_on_send:
         crash_in_producer("send", a.crash_on_send)
+    if a.crash_before_send:
+        crash_in_producer("send", a.crash_before_send, before=True)
     if a.crash_after_commit:
         crash_after_commit(a.crash_after_commit)
     if a.crash_after is not None:

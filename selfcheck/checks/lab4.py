@@ -8,8 +8,8 @@ import time
 from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, check, expect, expect_equal, partitions_wrong, prediction, prediction_feedback
-from .kafka_state import committed_offsets, end_offsets, fill, graders_topic, short_name
-from .scripts import ended_early, start, stop, wait
+from .kafka_state import committed_offsets, end_offsets, fill, graders_topic, read_all, short_name
+from .scripts import CRASHED, ended_early, start, stop, wait
 
 TOPIC, PARTITIONS = "departures", 4
 MEMBER_SCRIPT = "group_member.py"
@@ -310,3 +310,208 @@ def lag_matches_the_broker(ctx: Context) -> None:
         hint="Lag is how far the group's committed offset is behind the partition's end, for every partition "
         "of the topic (one never committed counts from 0); `group` is already a full group name.",
     )
+
+
+# --- share groups (lab4-q5, lab4-q6) -------------------------------------------------------------
+
+SHARE_MEMBERS, SHARE_PARTITIONS = 6, 2  # the demo: six members of each kind on a two-partition topic
+WORKER_SCRIPT = "worker.py"
+WORKERS = 3  # after the crash: more members than the jobs topic has partitions
+JOB_COUNT = (18, 26)  # seeded: how many jobs the grader queues
+JOB_SECONDS = (0.02, 0.12)  # the work of one job (the worker sleeps this long)
+CRASH_AT = (2, 5)  # the first worker dies as it sends its N-th result (seeded)
+WORKER_IDLE_S = 12  # a worker stops after this long without a job (its JVM's start and its joining
+# the group count: 6 s was too short on a loaded machine)
+# A record held by a member that dies comes back at once: the brokers release it when the member's
+# connection ends (measured: the next member had it 1.8 s after the kill, its own start included).
+
+
+def receivers_form(v) -> bool:
+    return (
+        isinstance(v, dict)
+        and set(v) == {"consumer group", "share group"}
+        and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= SHARE_MEMBERS for n in v.values())
+    )
+
+
+@check("lab4-q5")
+def share_prediction(ctx: Context) -> str:
+    """a prediction of how many of six members receive records, in a consumer group and in a share group"""
+    from . import shown_in_kernel
+
+    predicted = prediction(
+        ctx,
+        "predicted_receivers",
+        receivers_form,
+        '{"consumer group": n, "share group": n}',
+        f"how many of {SHARE_MEMBERS} members of each kind receive records (0 to {SHARE_MEMBERS})",
+    )
+    shown = shown_in_kernel(ctx, "receivers")
+    if shown is None:
+        return "predicted_receivers: made; run the side-by-side demo to compare"
+    return prediction_feedback(
+        "predicted_receivers",
+        predicted,
+        shown,
+        "A consumer group hands out partitions, one member each; a share group hands out records, "
+        "to any member that asks.",
+    )
+
+
+def jobs_of(ctx: Context, count: int) -> dict[int, dict]:
+    """The grader's jobs: id -> {"id", "numbers", "seconds"}, ids seeded and distinct."""
+    ids = ctx.rng.sample(range(10_000, 100_000), count)
+    return {
+        i: {
+            "id": i,
+            "numbers": [ctx.rng.randrange(-500, 500) for _ in range(ctx.rng.randrange(2, 6))],
+            "seconds": round(ctx.rng.uniform(*JOB_SECONDS), 3),
+        }
+        for i in ids
+    }
+
+
+def share_group_lag(ctx: Context, group: str, topic: str) -> dict[int, int | None]:
+    """partition -> the records of the topic the share group has not acknowledged, as the brokers
+    have it (kafka-share-groups.sh --describe --offsets, run by the grader with its own login: its
+    LAG column). Empty if the brokers know no such share group, or it never read the topic."""
+    from cluster.errors import ClusterError
+    from cluster.tools import kafka_cli
+
+    try:
+        text = kafka_cli("share-groups", "--describe", "--offsets", "--group", group, echo=False, connection=ctx.kafka)
+    except ClusterError as e:
+        if "does not exist" in str(e) or "GroupIdNotFound" in str(e) or "not a share group" in str(e):
+            return {}
+        raise
+    lines = text.splitlines()
+    header = next((ln.split() for ln in lines if ln.split()[:1] == ["GROUP"]), None)
+    if header is None or "PARTITION" not in header or "LAG" not in header:
+        return {}
+    at_p, at_lag = header.index("PARTITION"), header.index("LAG")
+    lags: dict[int, int | None] = {}
+    for ln in lines:
+        cols = ln.split()
+        if len(cols) == len(header) and cols[0] == group and cols[1] == topic and cols[at_p].isdigit():
+            lags[int(cols[at_p])] = int(cols[at_lag]) if cols[at_lag].isdigit() else None
+    return lags
+
+
+def is_share_group(ctx: Context, group: str) -> bool:
+    return any(g.get("group_id") == group for g in ctx.admin.list_groups(types_filter=["share"]))
+
+
+@check("lab4-q6")
+def work_queue(ctx: Context) -> str:
+    """worker.py as share-group members: one crashes mid-job, three more finish the queue, and every job is done once"""
+    from cluster.share import member_classpath
+
+    # Found (and compiled) here, where the jar cache is writable: the workers' sandbox only reads it.
+    classpath = {"COURSE_SHARE_MEMBER_CLASSPATH": member_classpath()}
+    jobs_topic = graders_topic(ctx, "jobs", SHARE_PARTITIONS)  # the student's code may only read it
+    results_topic = graders_topic(ctx, "results", 1, protect=False)
+    group = f"queue-{ctx.rng.randrange(10**6)}"
+    jobs = jobs_of(ctx, ctx.rng.randint(*JOB_COUNT))
+    from kafka import KafkaProducer
+
+    with KafkaProducer(**ctx.kafka) as producer:
+        for n, job in enumerate(jobs.values()):
+            producer.send(jobs_topic, key=str(job["id"]).encode(), value=json.dumps(job).encode(), partition=n % 2)
+        producer.flush()
+    from cluster.tools import kafka_cli
+
+    # A new share group starts at the end of the topic: the grader's starts at its beginning.
+    kafka_cli(
+        "share-groups",
+        "--reset-offsets",
+        "--to-earliest",
+        "--execute",
+        "--topic",
+        jobs_topic,
+        "--group",
+        ctx.group(group),
+        echo=False,
+        connection=ctx.kafka,
+    )
+    args = (short_name(jobs_topic), short_name(results_topic), group)
+    crash_at = ctx.rng.randint(*CRASH_AT)
+    first = start(
+        ctx,
+        WORKER_SCRIPT,
+        *args,
+        "worker-0",
+        str(WORKER_IDLE_S),
+        tag=f"{group}-0",
+        harness=["--crash-before-send", str(crash_at)],
+        env=classpath,
+    )
+    code = wait(first)
+    if code != CRASHED:
+        if code != 0:
+            joined_as_consumer = "InconsistentGroupProtocol" in (first.why() or "")
+            raise ended_early(
+                first,
+                f"before the grader's planned crash (at its result {crash_at})",
+                hint=f"{ctx.group(group)} is a share group's name: a KafkaConsumer cannot join it; use "
+                "cluster.share.ShareConsumer."
+                if joined_as_consumer
+                else f"Run it yourself in a terminal (python {WORKER_SCRIPT} jobs results g w 5) to see the whole error.",
+            )
+        raise CheckFailed(
+            f"the first {WORKER_SCRIPT} was to be killed as it sent its result {crash_at}, but it ended by itself",
+            hint="Write each result with a KafkaProducer's send() (the grader crashes a worker there), one "
+            "result per job you take from the queue.",
+        )
+    # It died holding a job, half done. Three more members, on a two-partition topic.
+    runs = [
+        start(ctx, WORKER_SCRIPT, *args, f"worker-{i}", str(WORKER_IDLE_S), tag=f"{group}-{i}", env=classpath)
+        for i in range(1, WORKERS + 1)
+    ]
+    codes = [wait(r) for r in runs]
+    failed = next((r for r, c in zip(runs, codes) if c != 0), None)
+    if failed is not None:
+        raise ended_early(failed, hint=f"{WORKER_SCRIPT} should exit 0 once idle (exits of the three: {codes}).")
+    expect(
+        is_share_group(ctx, ctx.group(group)),
+        f"the brokers' share groups include {ctx.group(group)}",
+        expected="a share group of that name",
+        found="no share group of that name (a consumer group?)",
+        hint="Join the queue with cluster.share.ShareConsumer: a KafkaConsumer's group hands out "
+        "partitions, not records.",
+    )
+    done: dict[int, list] = {}
+    for r in read_all(ctx, short_name(results_topic)):
+        try:
+            result = json.loads(r.value)
+        except (TypeError, ValueError, RecursionError):
+            continue
+        if isinstance(result, dict) and isinstance(result.get("job"), int):
+            done.setdefault(result["job"], []).append(result.get("total"))
+    missing = sorted(set(jobs) - set(done))
+    twice = sorted(j for j in jobs if len(done.get(j, ())) > 1)
+    wrong = sorted(j for j in jobs if j in done and any(t != sum(jobs[j]["numbers"]) for t in done[j]))
+    expect(
+        not missing,
+        f"jobs without a result on {results_topic}: {len(missing)} of {len(jobs)}",
+        expected="a result for every job, the one the crashed worker held included",
+        found=f"{len(missing)} missing",
+        hint="Acknowledge a job only once its result is written (send(...).get() or flush()): a job "
+        "acknowledged before it is done is lost when the worker dies halfway.",
+    )
+    expect(
+        not twice,
+        f"jobs with more than one result: {len(twice)} of {len(jobs)}",
+        expected="one result per job",
+        found=f"{len(twice)} done twice or more",
+        hint="Acknowledge (accept) every job you finished: a job released, or never acknowledged, is handed out again.",
+    )
+    expect(not wrong, f"jobs whose result's total is wrong: {len(wrong)}", expected="the sum of the job's numbers")
+    lags = share_group_lag(ctx, ctx.group(group), jobs_topic)
+    expect(
+        lags == {p: 0 for p in range(SHARE_PARTITIONS)},
+        f"share group {ctx.group(group)}'s lag on the jobs topic, as the brokers have it",
+        expected="0 on every partition: every job acknowledged",
+        found=lags or "no share group's offsets on the jobs topic",
+        hint="Acknowledge each job once it is done, before you take the next.",
+    )
+    return f"{len(jobs)} jobs, the first worker killed at its result {crash_at}, each job done once"

@@ -147,6 +147,12 @@ LESSONS = {
         cli_lag_is_lags,
         r"a left cleanly:  after\s+[0-2]\.\d s \{'[bc]': \[[\d, ]+\], '[bc]': \[[\d, ]+\]\}",  # close() leaves at once
         r"b crashed:\s+after\s+([5-9]|1\d)\.\d s \{'c': \[0, 1, 2, 3\]\}",  # after the 6 s session timeout
+        r"Offset:0\tDelivery:5\tone job\n",  # a released record comes back, counted, up to the limit
+        r"consumer group: 2 of 6 members received records",  # one member per partition
+        r"share group: 6 of 6 members received records",  # records to whoever asks
+        # the job the killed worker held is done by another, delivered twice, and once only
+        r"12 results for 12 jobs; delivered more than once: \[\{'job': 1\d\d, 'total': \d+, 'worker': 'w[123]', "
+        r"'delivery': 2\}\]",
     ],
     "lab6": [
         r"base offset  +0: +1,0\d\d,\d{3} bytes of records",  # 1 MiB segments, named by base offset

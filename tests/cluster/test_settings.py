@@ -121,5 +121,9 @@ def test_every_variable_read_has_its_reason_and_the_readme_names_the_users_ones(
         assert settings.env(name) == default  # set but empty: the default
         monkeypatch.setenv(name, "x")
         assert settings.env(name) == "x"
-    internal = {"COURSE_OWN_CLUSTER", "XDG_CACHE_HOME"}  # the grader's, and freedesktop's
+    internal = {
+        "COURSE_OWN_CLUSTER",
+        "COURSE_SHARE_MEMBER_CLASSPATH",
+        "XDG_CACHE_HOME",
+    }  # the grader's, and freedesktop's
     assert [n for n in settings.ENVIRONMENT if n not in internal and n not in readme] == []
