@@ -1,4 +1,4 @@
-"""Lab 1, RPC vs streaming: the checks of its five graded parts."""
+"""Lab 1, RPC vs streaming: the checks of its six graded parts (the last a prediction)."""
 
 from __future__ import annotations
 

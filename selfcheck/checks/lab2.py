@@ -1,4 +1,4 @@
-"""Lab 2, topics, producers and consumers: the checks of its five graded parts."""
+"""Lab 2, topics, producers and consumers: the checks of its six graded parts (a prediction among them)."""
 
 from __future__ import annotations
 
@@ -299,10 +299,9 @@ def delays_by_origin(ctx: Context) -> None:
     )
 
 
-@check("lab2-q5")
-def earliest_and_latest(ctx: Context) -> str:
-    """the second read was predicted, and new groups read every message with 'earliest' and none with 'latest'"""
-    ends = end_offsets(ctx, TOPIC)
+@check("lab2-q5-prediction")
+def predicted_the_second_read(ctx: Context) -> str:
+    """a prediction of what the same group's second read returns was written before the demo"""
     # The text's premise: the group read everything and committed (lab2-q4 checks that it did).
     predicted = prediction(
         ctx,
@@ -311,12 +310,18 @@ def earliest_and_latest(ctx: Context) -> str:
         "a value",
         'what a second average_delay_by_origin(flights_topic, "delays") returns',
     )
-    feedback = prediction_feedback(
+    return prediction_feedback(
         "predicted_again",
         predicted,
         {},
         "The group committed the end of every partition; the same group carries on from there.",
     )
+
+
+@check("lab2-q5")
+def earliest_and_latest(ctx: Context) -> None:
+    """new groups read every message with 'earliest' and none with 'latest'"""
+    ends = end_offsets(ctx, TOPIC)
     total = sum(ends.values())
     for group, reset, count, want_count in (
         ("from-the-start", "earliest", "earliest_count", total),
@@ -375,4 +380,3 @@ def earliest_and_latest(ctx: Context) -> str:
             found=short_of_the_end(committed, theirs),
             hint="Close the consumer: kafka-python commits its position when it closes.",
         )
-    return feedback

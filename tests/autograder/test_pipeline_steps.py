@@ -127,7 +127,7 @@ def test_a_part_graded_by_people_is_named_and_not_scored():
     from autograder.pipeline import graded_parts, manual_parts
 
     lab13 = nbformat.read(SOLUTIONS / "lab13" / "lab13.ipynb", as_version=4)
-    assert manual_parts(lab13) == {"lab13-design": 4.0}
+    assert manual_parts(lab13) == {"lab13-design": 2.0}
     assert "lab13-design" not in graded_parts(lab13)
 
 
