@@ -74,3 +74,15 @@ def test_a_dead_members_record_goes_to_another(queue):
             if len(seen) == 3:
                 break
     assert seen.get(held.offset) == 2, seen
+
+
+def test_an_idle_share_group_is_deleted_before_its_topic(queue):
+    """start_lab and `cluster clean` delete a namespace's idle share groups before its topics:
+    Kafka 4.3 never answers the deletion of a share group whose topic is already gone."""
+    from cluster import bootstrap_servers, namespace
+    from cluster.lab import Lab
+
+    topic, group = queue  # the reset made the group; it has no member
+    lab = Lab("test", bootstrap_servers(), namespace(), connection())
+    assert group in lab.delete_idle_share_groups()
+    assert group not in [g["group_id"] for g in lab.admin.list_groups(types_filter=["share"])]
