@@ -119,7 +119,7 @@ def name_then(rows: list[list], carrier: str, t: datetime) -> str | None:
 
 
 @check("lab10-q1", kernel_runs="the question runs Spark, a child of the kernel")
-def joins_airline_names(ctx: Context) -> str:
+def joins_airline_names(ctx: Context) -> None:
     """with_airline(flights, names) gives every flight, once, the name its airline had when it left, and keeps flights without one"""
     events = graders_flights(ctx)
     topic = flights_topic(ctx, events)
@@ -185,6 +185,11 @@ def joins_airline_names(ctx: Context) -> str:
         else "Use the names table you are given (the grader's differs from the course's, and changes names "
         "during the day): a flight takes the row of its carrier whose since <= dep_time < until.",
     )
+
+
+@check("lab10-q1-prediction")
+def rows_per_flight_prediction(ctx: Context) -> str:
+    """a prediction of how many rows one flight of a renamed airline gives, joined on the code alone, was written before the demo"""
     predicted = prediction(
         ctx,
         "predicted_rows",

@@ -4,11 +4,15 @@ stop and kill while the student's code runs:
 
 - lab7-q1 partition_state(topic): leaders and in-sync replicas of a topic the grader placed,
   with one broker stopped;
+- lab7-q1-prediction: section 1's prediction (is a stopped broker still a replica? in sync?)
+  made, in form;
 - lab7-q2 accepts(acks, min_insync, in_sync): does the leader acknowledge a write? Compared
   with writes the grader makes for real on topics in each state;
 - lab7-q3 producer.py: fed records on stdin while the grader takes a follower away (writes
   must then be refused to an acks=all producer) and kills a leader; every record acknowledged,
   every acknowledged one in the log, nothing reported before the broker acknowledged it;
+- lab7-q3-prediction: section 5's prediction (how many of 100 records acknowledged with acks=1
+  the topic keeps) made, in form;
 - lab7-q4 consumer.py: in a group, from the start of a topic, through the death of the leader
   it reads from; every record printed and the group's offsets committed to the end.
 
@@ -257,23 +261,29 @@ def leaders_and_isr(ctx: Context) -> str:
             found=lines or f"extra partitions {extra}",
             hint=hint,
         )
+    return f"{n} partitions, broker {victim} stopped"
+
+
+# What section 1's demo shows of a cleanly stopped broker, on any machine.
+STOPPED_TRUTH = {"replicas": True, "in_sync": False}
+
+
+@check("lab7-q1-prediction")
+def stopped_broker_prediction(ctx: Context) -> str:
+    """a prediction of whether a stopped broker stays among the replicas and the in-sync replicas was written before the demo"""
     predicted = predicted_booleans(
         ctx,
         "predicted_broker3",
         STOPPED_TRUTH,
         "whether a stopped broker is still among the replicas, and among the in-sync replicas",
     )
-    return f"{n} partitions, broker {victim} stopped; " + prediction_feedback(
+    return prediction_feedback(
         "predicted_broker3",
         {k: predicted[k] for k in STOPPED_TRUTH},
         STOPPED_TRUTH,
         "The replica list is fixed when the topic is made (only a reassignment changes it); the ISR is who is "
         "caught up now, and a stopped broker is dropped from it at once.",
     )
-
-
-# What section 1's demo shows of a cleanly stopped broker, on any machine.
-STOPPED_TRUTH = {"replicas": True, "in_sync": False}
 
 
 # --- lab7-q2 -------------------------------------------------------------------------------------
@@ -526,6 +536,20 @@ def producer_under_faults(ctx: Context) -> str:
         hint="Send each input line (without its newline) as the record's value, as it is.",
     )
     dupes = len(log) - len(set(log))
+    return (
+        f"{len(fed)} records, broker {victim} stopped then broker {leader} killed; "
+        f"{dupes} duplicate{'s' if dupes != 1 else ''} in the log"
+    )
+
+
+# What section 5's first run keeps of its 100 acknowledged records, on any machine (its demo
+# prints it; test_solutions_run holds it to that).
+KEPT_ACKS_1 = 50
+
+
+@check("lab7-q3-prediction")
+def kept_records_prediction(ctx: Context) -> str:
+    """a prediction of how many of the 100 records acknowledged with acks=1 the topic keeps was written before the demo"""
     predicted = prediction(
         ctx,
         "predicted_kept",
@@ -533,23 +557,14 @@ def producer_under_faults(ctx: Context) -> str:
         "a whole number from 0 to 100, e.g. 80",
         "how many of the 100 records acknowledged in section 5's first run (acks=1) the topic still holds at the end",
     )
-    return (
-        f"{len(fed)} records, broker {victim} stopped then broker {leader} killed; "
-        f"{dupes} duplicate{'s' if dupes != 1 else ''} in the log; "
-        + prediction_feedback(
-            "predicted_kept",
-            int(predicted),
-            KEPT_ACKS_1,
-            "The returning follower never had the 50 late records, and the old leader cut "
-            "its log back to the new leader's: acks=1's acknowledgements said nothing "
-            "about the follower.",
-        )
+    return prediction_feedback(
+        "predicted_kept",
+        int(predicted),
+        KEPT_ACKS_1,
+        "The returning follower never had the 50 late records, and the old leader cut "
+        "its log back to the new leader's: acks=1's acknowledgements said nothing "
+        "about the follower.",
     )
-
-
-# What section 5's first run keeps of its 100 acknowledged records, on any machine (its demo
-# prints it; test_solutions_run holds it to that).
-KEPT_ACKS_1 = 50
 
 
 # --- lab7-q4 -------------------------------------------------------------------------------------
