@@ -172,7 +172,7 @@ LESSONS = {
     "lab7": [
         r"broker 3 among every partition's replicas: True \| among any partition's in-sync replicas: False "
         r"\| you predicted: \{'replicas': True, 'in_sync': False\}",  # the list is fixed, the ISR is who is up
-        r"predicted_broker3: right, the demo showed the same",  # lab7-q1's feedback
+        r"predicted_broker3: right, the demo showed the same",  # lab7-q1-prediction's feedback
         r"killed broker \d: partition 0 had a new leader, broker \d, after ([2-9]|1\d)\.\d s",  # the 3 s session timeout
         r"stopped broker \d cleanly: partition 1 had a new leader, broker \d, after [0-4]\.\d s",  # handed over first
         r"killed the active controller \d: controller \d took over after \d+\.\d s",
@@ -184,7 +184,7 @@ LESSONS = {
         r"fragile  acks=1   min.insync.replicas=1: acknowledged 100, the topic holds 50, lost 50 acknowledged",
         r"careful  acks=all min.insync.replicas=2: acknowledged 50, the topic holds 50, lost 0 acknowledged",
         r"the acks=1 run kept 50 of its 100 acknowledged records; you predicted 50",
-        r"predicted_kept: right, the demo showed the same",  # lab7-q3's feedback
+        r"predicted_kept: right, the demo showed the same",  # lab7-q3-prediction's feedback
     ],
     "lab8": [
         r"asynchronous: [\d,]+ records/s = ([2-9]\d|\d{3,})x the synchronous loop",  # not waiting: 20x or more
@@ -220,7 +220,7 @@ LESSONS = {
         r"hours written: 55 of 56 \| every one equal to the nightly job's: True",  # the last hour still open
         r"late flight in a closed hour counted: False \| late flight in the open hour counted: True "
         r"\| you predicted: \{'closed': False, 'open': True\}",
-        r"predicted_counted: right, the demo showed the same",  # lab9-q3's feedback
+        r"predicted_counted: right, the demo showed the same",  # lab9-q3-prediction's feedback
         r"hours written once each: True",
         # the aggregation drops the closed hour's flight itself, before any sink
         r"second run: rows the aggregation dropped as too late for its state \(numRowsDroppedByWatermark\): 1\n",
@@ -244,7 +244,7 @@ LESSONS = {
         # each version of the name on the flights of its own time: the old one before 17:00 UTC, the new one after
         r"\|ExpressJet Airlines Inc\.\|\d+ +\|[^|]+\|2013-01-01 1[0-6]:\d\d:00\|\n"
         r"\|ExpressJet \(renamed\) +\|\d+ +\|2013-01-01 (1[7-9]|2\d):\d\d:00\|",
-        r"predicted_rows: right, the demo showed the same",  # lab10-q1's feedback
+        r"predicted_rows: right, the demo showed the same",  # lab10-q1-prediction's feedback
         r"lab10-q1 passed",
         r"(\d+) alerts for \1 flights two hours late or more",  # the Kafka sink
         r"810 of 838 flights met their hour's report; 28 left out",  # an inner join of two streams
