@@ -365,7 +365,7 @@ def judges_compatibility(ctx: Context) -> str:
             "reads NEW data. Write a record with one schema and read it with the other, both ways; "
             "a field the reader has and the data lacks needs a default.",
         )
-    return f"{len(kinds)} changes, each judged as decoding both ways finds"
+    return f"{len(kinds)} changes to seeded record types, one of each kind"
 
 
 # The two changes the notebook asks to predict, as Avro's rules (and the demo's decoding) judge them.
