@@ -37,7 +37,7 @@ BUDGET_MIN = {"test": 28, "test-heavy": 24, "test-capstone": 15}
 HEAVY = {
     "lab9": "two Spark drivers a grading (the kernel's and the student's job, run three times): 21 gradings, 39 CPU s each",
     "lab10": "a Spark driver in the kernel, which every part's check runs queries on: 18 gradings, 30 CPU s each",
-    "lab11": "a Kafka Connect worker, started twice in lab11-q4: 24 gradings, 11 CPU s each",
+    "lab11": "a Kafka Connect worker, started twice in lab11-q4: 26 gradings, 11 CPU s each",
     "lab12": "the student's three stream apps, one killed and started again, each making its own topics: 13 gradings, "
     "10 CPU s each (lab12-q3's app about 5 s and 2 CPU s of it; the self-test 336 s, 120 CPU s, on 2 cores)",
 }

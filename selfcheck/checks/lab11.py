@@ -8,10 +8,15 @@ so it does not decode: that is the exercise); tests/ checks the rules against re
   as Avro and protobuf (exact: both encodings are deterministic);
 - lab11-q2 compatibility(old, new) on seeded schema changes of a seeded record type:
   "full", "backward" (new readers read old data), "forward" (old readers read new data), "none";
+- lab11-q2-prediction the compatibility of two of section 2's changes, predicted before the demo
+  (its form only);
 - lab11-q3 a schema registry kept on a compacted topic: register refuses a change that is not
   backward compatible, ids survive a restart (they are on the topic: the grader adds one there
   itself, as another registry process would), values in the wire format (magic byte 0, the
-  schema id as 4 bytes big-endian, the Avro body)."""
+  schema id as 4 bytes big-endian, the Avro body);
+- lab11-q4 source_config and sink_config, run by a Connect worker of the grader's, restarted once;
+- lab11-q4-prediction the records on the topic after the restart, predicted before the demo (its
+  form only)."""
 
 from __future__ import annotations
 
@@ -360,6 +365,16 @@ def judges_compatibility(ctx: Context) -> str:
             "reads NEW data. Write a record with one schema and read it with the other, both ways; "
             "a field the reader has and the data lacks needs a default.",
         )
+    return f"{len(kinds)} changes to seeded record types, one of each kind"
+
+
+# The two changes the notebook asks to predict, as Avro's rules (and the demo's decoding) judge them.
+CHANGES_TRUTH = {"gate without a default": "forward", "int to long": "backward"}
+
+
+@check("lab11-q2-prediction")
+def compatibility_prediction(ctx: Context) -> str:
+    """a prediction of the compatibility of two of section 2's changes was written before the demo"""
     predicted = prediction(
         ctx,
         "predicted_compatibility",
@@ -371,17 +386,13 @@ def judges_compatibility(ctx: Context) -> str:
         '{"gate without a default": "full", "backward", "forward" or "none", "int to long": ...}',
         "your compatibility for two of section 2's changes to the flight schema",
     )
-    return f"{len(kinds)} changes; " + prediction_feedback(
+    return prediction_feedback(
         "predicted_compatibility",
         {k: predicted[k].strip().lower() for k in CHANGES_TRUTH},
         CHANGES_TRUTH,
         "A new field without a default cannot be filled in when a new reader reads old data (old readers skip "
         "it), and an old reader cannot fit a long into an int (a new one reads an old int as a long).",
     )
-
-
-# The two changes the notebook asks to predict, as Avro's rules (and the demo's decoding) judge them.
-CHANGES_TRUTH = {"gate without a default": "forward", "int to long": "backward"}
 
 
 # --- q3: a registry on a compacted topic ----------------------------------------------------
@@ -740,6 +751,12 @@ def connect_moves_files(ctx: Context) -> str:
         expected="each record of the topic once, a line each, in order",
         found=f"{len(written)} lines, {len(set(written))} of them distinct",
     )
+    return f"{len(lines)} lines, each once after a restart; {len(sent)} records into the sink's file, in order"
+
+
+@check("lab11-q4-prediction")
+def restart_prediction(ctx: Context) -> str:
+    """a prediction of the records on the topic after the Connect worker's restart was written before the demo"""
     predicted = prediction(
         ctx,
         "predicted_records",
@@ -749,7 +766,7 @@ def connect_moves_files(ctx: Context) -> str:
     )
     from cluster.lab import departures
 
-    return f"{len(lines)} lines, each once after a restart; " + prediction_feedback(
+    return prediction_feedback(
         "predicted_records",
         int(predicted),
         len(departures(day=1)) + 10,  # what the notebook's restart demo shows, on any machine

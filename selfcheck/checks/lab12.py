@@ -418,6 +418,16 @@ def join_finds_every_plane(ctx: Context) -> str:
             "record on the planes' topic as the grader wrote it (its numbers are its own), not from the dataset."
         ),
     )
+    return f"{len(ids)} flights, {len(planes)} planes (written with CRC32), every seat right"
+
+
+DEMO_FLIGHTS = 60  # the flights of section 4's demo
+DEMO_JOINED = 16  # of them, those that find their plane joined as they are (CRC32 and murmur2 agree)
+
+
+@check("lab12-q2-prediction")
+def join_prediction(ctx: Context) -> str:
+    """a prediction of how many of 60 flights find their plane without a repartition was written before the demo"""
     predicted = prediction(
         ctx,
         "predicted_joined",
@@ -425,17 +435,13 @@ def join_finds_every_plane(ctx: Context) -> str:
         f"a whole number from 0 to {DEMO_FLIGHTS}",
         f"how many of the demo's {DEMO_FLIGHTS} flights find their plane, joined as the topics are",
     )
-    return f"{len(ids)} flights, {len(planes)} planes (written with CRC32), every seat right; " + prediction_feedback(
+    return prediction_feedback(
         "predicted_joined",
         predicted,
         DEMO_JOINED,
         "Without a repartition a flight finds its plane only where both partitioners happen to pick the same "
         "partition: about one in three, with three partitions.",
     )
-
-
-DEMO_FLIGHTS = 60  # the flights of section 4's demo
-DEMO_JOINED = 16  # of them, those that find their plane joined as they are (CRC32 and murmur2 agree)
 
 
 # --- lab12-q3: departures per airport and hour, on event time, from late reports -----------------
