@@ -153,7 +153,7 @@ def test_the_seed_is_secret_and_replays_a_grading(cluster, tmp_path):
     replay attack works), wrong with the course's secret seed. --seed replays a grading."""
     lab, nb = scenario_notebook("replays-known-seed", tmp_path)
     _, replayed = grade(lab, nb, tmp_path / "a.json", None, "--seed", "6544")
-    assert scores(replayed)["lab4-q4"] == 3
+    assert scores(replayed)["lab4-q4"] == 1.5
     _, secret = grade(lab, nb, tmp_path / "b.json")
     assert scores(secret)["lab4-q4"] == 0
     staff = [t["output"] for t in secret["tests"] if t["visibility"] == "hidden"]
