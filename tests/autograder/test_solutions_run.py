@@ -79,9 +79,10 @@ def avro_smaller(text: str) -> bool:
 
 def real_time_is_faster(text: str) -> bool:
     """Lab 10: the alerts query's median latency in real-time mode is a tenth of micro-batch's or
-    less. Measured on this kit's 2 cores (p50 real-time / micro-batch, ms): 6/489, 6/542, 4/778,
-    4/1491 beside other helpers' work, 5/2190 with two CPU burners on top (load 12-18): a ratio
-    of 80 to 440, and it grows with load (micro-batches queue, a long-running task does not)."""
+    less. Measured on this kit's 2 cores (p50 real-time / micro-batch, ms): 4/346, 6/489, 6/523,
+    6/542, 4/778, 4/1491 beside other helpers' work (load 2-19), 5/2190 with two CPU burners on
+    top (load 12-18): a ratio of 80 to 440, and it grows with load (micro-batches queue, a
+    long-running task does not)."""
     p50 = dict(re.findall(r"^(micro-batch|real-time) +\d+ +(\d+) ms ", text, re.M))
     return len(p50) == 2 and 10 * int(p50["real-time"]) <= int(p50["micro-batch"])
 
