@@ -152,9 +152,10 @@ LESSONS = {
         r"consumer group: 2 of 6 members received records",  # one member per partition
         r"share group: 6 of 6 members received records",  # records to whoever asks
         r"w0: killed as it sent its third result\n",  # the grader's crash, run as run_script runs it
-        # the job the killed worker held is done by another, delivered twice, and once only
+        # what the killed worker held (a job from each partition's leader, at most) is done by
+        # another, delivered twice, and once only (CI saw two: jobs 102 and 111)
         r"12 results for 12 jobs; delivered more than once: \[\{'job': 1\d\d, 'total': \d+, 'worker': 'w[123]', "
-        r"'delivery': 2\}\]",
+        r"'delivery': 2\}(, \{'job': 1\d\d, 'total': \d+, 'worker': 'w[123]', 'delivery': 2\})?\]",
     ],
     "lab6": [
         r"base offset  +0: +1,0\d\d,\d{3} bytes of records",  # 1 MiB segments, named by base offset
