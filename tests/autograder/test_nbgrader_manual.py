@@ -56,7 +56,7 @@ def test_a_manually_graded_note_goes_through_autograde_formgrader_feedback_and_e
         scores = {g.name: g for g in submission.grades}
         assert {name: scores[name].auto_score for name in auto} == dict.fromkeys(auto, 0.0), "no pipeline, no points"
         assert scores[NOTE_PART].auto_score is None and scores[NOTE_PART].needs_manual_grade
-        scores[NOTE_PART].manual_score = 3.0
+        scores[NOTE_PART].manual_score = given = 0.75 * manual[NOTE_PART]  # 1.5 of the note's 2
         scores[NOTE_PART].needs_manual_grade = False  # the formgrader's grade API does both
         comment = gb.find_comment(NOTE_PART, LAB, LAB, STUDENT)
         comment.manual_comment = COMMENT
@@ -68,7 +68,7 @@ def test_a_manually_graded_note_goes_through_autograde_formgrader_feedback_and_e
     course.instructor("export", "--to=grades.csv", "--log-level=WARN")
     with open(course.folder / "grades.csv") as f:
         row = next(r for r in csv.DictReader(f) if r["assignment"] == LAB and r["student_id"] == STUDENT)
-    assert float(row["score"]) == 3.0
+    assert float(row["score"]) == given
     assert float(row["max_score"]) == sum(auto.values()) + manual[NOTE_PART]
 
     run([nbgrader, "fetch_feedback", LAB, *common, f"--student={STUDENT}"], home, student_env)
@@ -77,5 +77,6 @@ def test_a_manually_graded_note_goes_through_autograde_formgrader_feedback_and_e
     html = pages[0].read_text()
     assert NOTE in html, "the note itself, as the student wrote it"
     assert COMMENT in html, "the grader's comment"
-    assert "3.0 / 4.0" in html or "3 / 4" in html, "the note's score"
+    most = float(manual[NOTE_PART])
+    assert f"{given} / {most}" in html or f"{given:g} / {most:g}" in html, "the note's score"
     assert "lab13-q3" in html and "producer.py" in html, "the automatic parts' messages beside it"
