@@ -35,6 +35,7 @@ def queue(cluster):
         "share-groups", "--reset-offsets", "--to-earliest", "--execute", "--topic", name, "--group", group, echo=False
     )
     yield name, group
+    admin.delete_groups([group])  # before its topic: Kafka 4.3 never deletes a share group whose topic is gone
     admin.delete_topics([name])
     admin.close()
 
@@ -84,5 +85,8 @@ def test_an_idle_share_group_is_deleted_before_its_topic(queue):
 
     topic, group = queue  # the reset made the group; it has no member
     lab = Lab("test", bootstrap_servers(), namespace(), connection())
-    assert group in lab.delete_idle_share_groups()
-    assert group not in [g["group_id"] for g in lab.admin.list_groups(types_filter=["share"])]
+    try:
+        assert group in lab.delete_idle_share_groups()
+        assert group not in [g["group_id"] for g in lab.admin.list_groups(types_filter=["share"])]
+    finally:
+        lab.admin.close()
