@@ -5,6 +5,7 @@ groups' tools (kafka_cli) as the student's login."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -40,11 +41,27 @@ def queue(cluster):
     admin.close()
 
 
+def first_record(member: ShareConsumer, group: str, deadline_s: float = 60):
+    """The member's first record: polled until a deadline, since a new member waits for its
+    assignment and the share partition's state (longer on a loaded machine or just after a broker
+    restart); if none comes, the group as the brokers describe it, to say why."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        record = member.poll(timeout_s=min(10, max(1, deadline - time.monotonic())))
+        if record is not None:
+            return record
+    described = [
+        kafka_cli("share-groups", "--describe", what, "--group", group, echo=False)
+        for what in ("--offsets", "--members")
+    ]
+    pytest.fail(f"no record within {deadline_s:.0f} s; the group:\n" + "\n".join(described))
+
+
 def test_records_one_at_a_time_acknowledged_and_released(queue):
     topic, group = queue
     with ShareConsumer(topic, group) as member:
-        first = member.poll(timeout_s=20)
-        assert first is not None and first.value == b"job 0" and first.key == b"k0" and first.delivery_count == 1
+        first = first_record(member, group)
+        assert first.value == b"job 0" and first.key == b"k0" and first.delivery_count == 1
         with pytest.raises(ClusterError, match="acknowledge the record you hold"):
             member.poll()
         member.acknowledge(first, "release")  # given back: the same record comes again, counted
@@ -63,8 +80,7 @@ def test_records_one_at_a_time_acknowledged_and_released(queue):
 def test_a_dead_members_record_goes_to_another(queue):
     topic, group = queue
     holder = ShareConsumer(topic, group, client_id="holder")
-    held = holder.poll(timeout_s=20)
-    assert held is not None
+    held = first_record(holder, group)
     holder._proc.kill()  # as a crash: no acknowledgement, no goodbye
     holder._proc.wait(10)
     with ShareConsumer(topic, group, client_id="other") as other:
