@@ -5,7 +5,6 @@ groups' tools (kafka_cli) as the student's login."""
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -42,14 +41,12 @@ def queue(cluster):
 
 
 def first_record(member: ShareConsumer, group: str, deadline_s: float = 60):
-    """The member's first record: polled until a deadline, since a new member waits for its
-    assignment and the share partition's state (longer on a loaded machine or just after a broker
+    """The member's first record, waited for up to deadline_s (a new member waits for its
+    assignment and the share partition's state: longer on a loaded machine or just after a broker
     restart); if none comes, the group as the brokers describe it, to say why."""
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        record = member.poll(timeout_s=min(10, max(1, deadline - time.monotonic())))
-        if record is not None:
-            return record
+    record = next(member.records(idle_s=deadline_s), None)
+    if record is not None:
+        return record
     described = [
         kafka_cli("share-groups", "--describe", what, "--group", group, echo=False)
         for what in ("--offsets", "--members")
