@@ -228,6 +228,14 @@ def test_lab11s_next_version_truths_are_what_decoding_finds():
                 full = all(decodes(v, new) and decodes(new, v) for v in versions)
                 assert full == exists, (seed, what, change, new)
                 assert makes_the_change(new, versions[-1], change) is None, (seed, what, new)
+            if "add" in change:  # the same field without its default, or with it under an alias, is refused
+                bare = dict(
+                    versions[-1], fields=[*versions[-1]["fields"], {"name": change["add"], "type": change["type"]}]
+                )
+                assert "no default" in (makes_the_change(bare, versions[-1], change) or ""), (seed, what)
+                aliased = copy.deepcopy(next(candidates(versions[-1], change)))
+                aliased["fields"][-1]["aliases"] = [optional]
+                assert makes_the_change(aliased, versions[-1], change) is not None, (seed, what)
 
 
 def test_lab1_q6_measures_until_the_place_of_batched_sends_is_clear():

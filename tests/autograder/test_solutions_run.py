@@ -19,7 +19,8 @@ from layers import capstone, heavy
 from proven import record_solution_run, solution_run_inputs, solution_run_proven
 from autograder.pipeline import RELEASE, SOLUTIONS, course_labs
 
-# labs 9 and 10 run Spark for minutes, lab 12 stream apps: the `heavy` layer (make test-heavy)
+# labs 9 and 10 run Spark for minutes, lab 12 stream apps, and lab 11 stays beside them (tests/layers.py):
+# the `heavy` layer (make test-heavy)
 LABS = [
     pytest.param(lab, marks=[pytest.mark.heavy, *([pytest.mark.capstone] if capstone(lab) else [])])
     if heavy(lab)
