@@ -523,7 +523,10 @@ def decides_next_version(ctx: Context) -> str:
         versions, added, optional = seeded_history(ctx)
         change, exists = wish(ctx, what, versions, added, optional)
         got = ctx.sub.value(f"next_version({versions!r}, {change!r})")
-        about = f"next_version(<{len(versions)} versions of {versions[0]['name']}>, {change!r}), {what}"
+        about = (
+            f"next_version(<versions 1-{len(versions)} of {versions[0]['name']}: the latest {shape(versions[-1])}, "
+            f"{optional} (optional, a string) removed in version {len(versions)}>, {change!r}), {what}"
+        )
         if not exists:
             expect(
                 got is None,
