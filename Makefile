@@ -61,7 +61,8 @@ lab: up
 #   make test-fast   no cluster: the grader's pure steps, sandbox, harness, settings (seconds)
 #   make test        everything but the `heavy` layer: labs 1-8 whole, labs 9-12's checks' parts (~25 min on 2 cores)
 #   make test-heavy  the labs whose gradings start programs for the student's work (labs 9, 10:
-#                    Spark, lab 11: Kafka Connect, lab 12: stream apps): self-tests, notebooks, standalone Spark; and the
+#                    Spark, lab 12: stream apps; and lab 11, see tests/layers.py): self-tests, notebooks, standalone Spark,
+#                    Kafka Connect's workers; and the
 #                    Gradescope package, set up and run as Gradescope does; the course's
 #                    JupyterHub in a real browser (~27 min)
 # CI (.ci/run) runs test, then test-heavy.

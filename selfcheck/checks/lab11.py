@@ -1,61 +1,45 @@
-"""Lab 11, schemas and evolution. The grader holds its own copy of the contract (labs/lab11's
-flight.avsc and flight_event.proto), decodes what the student's code encodes and encodes what
-it must decode, on made-up flights drawn from the seed (so no answer can be written down in
-advance). Compatibility follows Avro's resolution rules (this module ships in the student kit,
-so it does not decode: that is the exercise); tests/ checks the rules against real decoding.
+"""Lab 11, schemas and evolution. Compatibility follows Avro's resolution rules (this module
+ships in the student kit, so it does not decode: deciding by decoding is the exercise, and a
+decoder here would answer lab11-q1 for anyone who imports it); tests/ checks the rules against
+real decoding. Every schema and change is drawn from the seed, so no answer can be written down
+in advance.
 
-- lab11-q1 to_json / to_avro / from_avro / to_protobuf on seeded flights, and the day's sizes
-  as Avro and protobuf (exact: both encodings are deterministic);
-- lab11-q2 compatibility(old, new) on seeded schema changes of a seeded record type:
+- lab11-q1 compatibility(old, new) on seeded schema changes of a seeded record type:
   "full", "backward" (new readers read old data), "forward" (old readers read new data), "none";
-- lab11-q2-prediction the compatibility of two of section 2's changes, predicted before the demo
+- lab11-q1-prediction the compatibility of two of section 2's changes, predicted before the demo
   (its form only);
-- lab11-q3 a schema registry kept on a compacted topic: register refuses a change that is not
+- lab11-q2 a schema registry kept on a compacted topic: register refuses a change that is not
   backward compatible, ids survive a restart (they are on the topic: the grader adds one there
   itself, as another registry process would), values in the wire format (magic byte 0, the
   schema id as 4 bytes big-endian, the Avro body);
-- lab11-q4 source_config and sink_config, run by a Connect worker of the grader's, restarted once;
-- lab11-q4-prediction the records on the topic after the restart, predicted before the demo (its
-  form only)."""
+- lab11-q3-prediction whether a latest-only registry takes a removed field back with another type,
+  and whether a consumer of that version reads the first version's data, predicted before the demo
+  (its form only);
+- lab11-q3 next_version(versions, change) under FULL_TRANSITIVE, on a seeded subject's history:
+  the next schema with the change made so that every version reads it and it reads every version,
+  or None when no such schema exists (a required field removed, an int widened, a removed field
+  back with another type)."""
 
 from __future__ import annotations
 
 import copy
 import io
 import json
-import re
-import string
-import time
-from functools import cache
-
-from cluster.safe_files import make_dirs, read_text, write_text
-from cluster.waiting import wait_for
 
 from . import (
-    CheckFailed,
     Context,
-    LabPolicy,
     RaisedInKernel,
     check,
     expect,
     expect_equal,
+    predicted_booleans,
     prediction,
     prediction_feedback,
 )
 from .kafka_state import describe_topic, read_all, topic_configs
 
-FLIGHTS = 12  # seeded flights per check
 REGISTRY = "schemas"  # the student's registry topic: lab.topic("schemas")
 ANSWERS = ("full", "backward", "forward", "none")
-# A Kafka Connect worker (a JVM) started in lab11-q4, twice: about a core while it runs.
-POLICY = LabPolicy(grading_cores=1.0)
-
-
-@cache
-def flight_schema() -> dict:
-    from cluster.settings import ROOT
-
-    return json.loads((ROOT / "labs" / "lab11" / "flight.avsc").read_text())  # grader-only: the course's own contract
 
 
 def avro_bytes(schema: dict, record: dict) -> bytes:
@@ -76,53 +60,6 @@ def avro_record(data: bytes, writer: dict, reader: dict | None = None) -> dict:
     )
 
 
-def proto_class():
-    from selfcheck.protos import messages
-
-    return messages("lab11", "flight_event.proto")["FlightEvent"]
-
-
-def proto_bytes(flight: dict) -> bytes:
-    return proto_class()(**{k: v for k, v in flight.items() if v is not None}).SerializeToString()
-
-
-def made_up_flights(ctx: Context, n: int = FLIGHTS) -> list[dict]:
-    """Flights no dataset holds: seeded carriers, planes (some unknown), delays (some early,
-    some hours late), airports and times."""
-    rng = ctx.rng
-    letters = string.ascii_uppercase
-    # Kinds go by seeded position, not by chance draws, so every batch of three or more holds an
-    # unknown plane and every kind of delay whatever the seed (a 30 % draw left all twelve
-    # planes known about once in seventy seeds, and a check for unknown planes passed blind).
-    unknown = set(rng.sample(range(n), max(1, n // 3))) if n > 1 else set()
-    delays = ([(-30, 0), (0, 60), (300, 1400)] * n)[:n]
-    rng.shuffle(delays)
-    flights = []
-    for i in range(n):
-        carrier = rng.choice(letters) + rng.choice(letters + string.digits)
-        origin, dest = (rng.choice(letters) + rng.choice(letters) + rng.choice(letters) for _ in range(2))
-        day, hour, minute = rng.randrange(1, 29), rng.randrange(24), rng.randrange(60)
-        flights.append(
-            {
-                "id": f"2013-02-{day:02d} {carrier}{rng.randrange(1, 9999)} {origin}",
-                "carrier": carrier,
-                "origin": origin,
-                "dest": dest,
-                "tailnum": None if i in unknown else f"N{rng.randrange(100, 999)}{rng.choice(letters)}",
-                "dep_delay": rng.randrange(*delays[i]),
-                "dep_time": f"2013-02-{day:02d}T{hour:02d}:{minute:02d}:00Z",
-            }
-        )
-    return flights
-
-
-EXPECTED_BYTES = {
-    "to_json": "the flight as JSON text",
-    "to_avro": "one Avro record's values, no header",
-    "to_protobuf": "a serialized FlightEvent",
-}
-
-
 def as_bytes(value, what: str) -> bytes:
     expect(
         isinstance(value, (bytes, bytearray)),
@@ -134,104 +71,7 @@ def as_bytes(value, what: str) -> bytes:
     return bytes(value)
 
 
-# --- q1: one event, three encodings --------------------------------------------------------
-@check("lab11-q1")
-def three_encodings(ctx: Context) -> None:
-    """to_json, to_avro, from_avro and to_protobuf keep every field of made-up flights; sizes_of sums them"""
-    schema, flights = flight_schema(), made_up_flights(ctx)
-    for name, decode in (
-        ("to_json", json.loads),
-        ("to_avro", lambda b: avro_record(b, schema)),
-        ("to_protobuf", proto_dict),
-    ):
-        encoded = ctx.sub.value(f"[{name}(f) for f in {flights!r}]")
-        expect(
-            isinstance(encoded, list) and len(encoded) == len(flights),
-            f"{name}(flight) for {len(flights)} flights",
-            expected=f"{len(flights)} values",
-            found=str(encoded)[:120],
-        )
-        for f, value in zip(flights, encoded):
-            data = as_bytes(value, f"{name}(flight)")
-            try:
-                back = decode(data)
-            except Exception as e:  # anything undecodable is the student's encoding
-                raise CheckFailed(
-                    f"the grader could not decode {name}({f['id']!r}) with the course's contract ({type(e).__name__})",
-                    expected=EXPECTED_BYTES[name],
-                    found=data[:40],
-                    hint={
-                        "to_json": "Encode the dict with json.dumps(...).encode().",
-                        "to_avro": "Write one record without a container header: "
-                        "fastavro.schemaless_writer with the parsed flight.avsc.",
-                        "to_protobuf": "Fill a FlightEvent from flight_event.proto and SerializeToString().",
-                    }[name],
-                ) from None
-            expect_equal(
-                back,
-                f,
-                f"{name}({f['id']!r}) decoded by the grader",
-                hint="Every field must survive, None included (tailnum is optional in both schemas).",
-            )
-    bodies = [avro_bytes(schema, f) for f in flights]
-    got = ctx.sub.value(f"[from_avro(b) for b in {bodies!r}]")
-    # The bodies hold the grader's flights, the answer: the first wrong one is named by its place,
-    # with the fields that differ and the notebook's values for them.
-    listed = isinstance(got, list)
-    first = next((i for i, f in enumerate(flights) if not listed or i >= len(got) or got[i] != f), None)
-    if first is None:  # every body's record right, and more besides
-        said, found = f"{len(got) - len(flights)} records more than it was given bodies", got[len(flights) :][:2]
-    else:
-        mine = got[first] if listed and first < len(got) else None
-        fields = sorted(k for k in flights[first] if not isinstance(mine, dict) or mine.get(k) != flights[first][k])
-        said = f"the record of body {first} has {fields} wrong or missing"
-        found = {k: mine.get(k) for k in fields} if isinstance(mine, dict) else mine if listed else got
-    expect(
-        got == flights,
-        f"from_avro(...) of the grader's {len(flights)} Avro bodies: {said}",
-        expected="each body's record, every field as it was written (None included)",
-        found=found,
-        hint="Read one record with fastavro.schemaless_reader and the parsed flight.avsc.",
-    )
-    # sizes of flights of the grader's own (a copy of the day's sizes tells nothing)
-    truth = {
-        "avro": sum(len(avro_bytes(schema, f)) for f in flights),
-        "protobuf": sum(len(proto_bytes(f)) for f in flights),
-    }
-    sizes = ctx.sub.value(f"sizes_of({flights!r})")
-    expect(
-        isinstance(sizes, dict) and {"json", "avro", "protobuf"} <= set(sizes),
-        "sizes_of(flights) should return a dict with the keys json, avro and protobuf",
-        found=str(sizes)[:120],
-    )
-    for k in ("avro", "protobuf"):
-        number = isinstance(sizes[k], int) and not isinstance(sizes[k], bool)
-        expect(  # the flights are not in the message, so neither is their size: which way it is off
-            sizes[k] == truth[k],
-            f"sizes_of(<{len(flights)} flights of the grader's>)[{k!r}]: their bytes as {k}"
-            + (f" ({'more' if sizes[k] > truth[k] else 'fewer'} than their encodings take)" if number else ""),
-            expected=f"the sum of len(...) of each flight's {k} encoding",
-            found=sizes[k],
-            hint="Sum len(...) of every given flight's encoding.",
-        )
-    own_json = ctx.sub.value(f"sum(len(to_json(f)) for f in {flights!r})")
-    expect_equal(sizes["json"], own_json, "sizes_of(...)['json']: the flights' bytes through your to_json")
-
-
-def proto_dict(data: bytes) -> dict:
-    msg = proto_class().FromString(data)
-    return {
-        "id": msg.id,
-        "carrier": msg.carrier,
-        "origin": msg.origin,
-        "dest": msg.dest,
-        "tailnum": msg.tailnum if msg.HasField("tailnum") else None,
-        "dep_delay": msg.dep_delay,
-        "dep_time": msg.dep_time,
-    }
-
-
-# --- q2: compatibility ----------------------------------------------------------------------
+# --- q1: compatibility ----------------------------------------------------------------------
 # What Avro's schema resolution allows a reader of data written with another type (the spec's
 # promotions). The truths below follow from the spec; tests/ checks every one against fastavro,
 # decoding both ways, on many seeds.
@@ -345,7 +185,7 @@ def shape(schema: dict) -> dict:
     }
 
 
-@check("lab11-q2")
+@check("lab11-q1")
 def judges_compatibility(ctx: Context) -> str:
     """compatibility(old, new) says full, backward, forward or none, as decoding both ways finds"""
     kinds = ctx.rng.sample(KINDS, len(KINDS))  # every kind, in a seeded order
@@ -372,7 +212,7 @@ def judges_compatibility(ctx: Context) -> str:
 CHANGES_TRUTH = {"gate without a default": "forward", "int to long": "backward"}
 
 
-@check("lab11-q2-prediction")
+@check("lab11-q1-prediction")
 def compatibility_prediction(ctx: Context) -> str:
     """a prediction of the compatibility of two of section 2's changes was written before the demo"""
     predicted = prediction(
@@ -395,7 +235,7 @@ def compatibility_prediction(ctx: Context) -> str:
     )
 
 
-# --- q3: a registry on a compacted topic ----------------------------------------------------
+# --- q2: a registry on a compacted topic ----------------------------------------------------
 def raised(ctx: Context, expr: str) -> str | None:
     """The error the student's code raised for `expr` ("ValueError"), or None if it returned.
     Read here, from the kernel's own reply: no helper in the kernel says whether it raised."""
@@ -431,7 +271,7 @@ def registered(ctx: Context) -> dict[int, dict]:
     return found
 
 
-@check("lab11-q3")
+@check("lab11-q2")
 def registry_on_a_topic(ctx: Context) -> None:
     """register keeps schemas on a compacted topic, refuses what old data breaks; the wire format"""
     from kafka import KafkaProducer
@@ -560,216 +400,149 @@ def sample_values(ctx: Context, schema: dict) -> list:
     return out
 
 
-# --- q4: Kafka Connect ----------------------------------------------------------------------
-SOURCE_CLASS = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-SINK_CLASS = "org.apache.kafka.connect.file.FileStreamSinkConnector"
-# Connect also takes a connector's simple class name, or that name without "Connector"
-ALIASES = {
-    cls: {cls, cls.rsplit(".", 1)[1], cls.rsplit(".", 1)[1].removesuffix("Connector")}
-    for cls in (SOURCE_CLASS, SINK_CLASS)
-}
-# What a FileStream connector's settings may hold: the grader runs the worker itself, so a
-# connector may only read and write the files the grader names, with the stock classes.
-ALLOWED = {
-    "name",
-    "connector.class",
-    "tasks.max",
-    "file",
-    "topic",
-    "topics",
-    "batch.size",
-    "key.converter",
-    "value.converter",
-    "consumer.override.group.id",
-    "consumer.override.auto.offset.reset",
-}
-CONVERTERS = {"org.apache.kafka.connect.storage.StringConverter"}
-# What the other allowed settings' values may be (the worker reads them as Java properties: a
-# value is a value, never a way to a setting of its own).
-VALUES = {
-    "name": r"[\w.-]{1,100}",
-    "tasks.max": r"[1-9]\d?",
-    "batch.size": r"[1-9]\d{0,6}",
-    "consumer.override.auto.offset.reset": r"earliest|latest|none",
-    "consumer.override.group.id": r"[\w.-]{1,249}",
-}
-FIRST_LINES, MORE_LINES, SINK_RECORDS = 30, 12, 20
-CONNECT_WAIT_S = 60
+# --- q3: a removed field comes back; the next version, decided ------------------------------
+# The transitive demo: a latest-only (BACKWARD) registry takes `dest` back as an int, and a
+# consumer of that version cannot read the flights version 1 wrote.
+TRANSITIVE_TRUTH = {"registry takes version 4": True, "version 4 reads version 1's flights": False}
 
 
-def connector_config(ctx: Context, expr: str, cls: str, file: str, topic_key: str, topic: str) -> dict:
-    config = ctx.sub.value(expr)
-    expect(isinstance(config, dict), f"{expr} should return a dict of connector settings", found=type(config).__name__)
-    config = {str(k): str(v) for k, v in config.items()}
-    expect(
-        config.get("connector.class") in ALIASES[cls],
-        f"connector.class of {expr}",
-        expected=cls,
-        found=config.get("connector.class"),
-        hint="The FileStream connectors ship with Kafka: use their class names.",
-    )
-    expect_equal(config.get("file"), file, f"the file of {expr}", hint="Use the path you were given.")
-    expect_equal(config.get(topic_key), topic, f"{topic_key} of {expr}", hint="Use the topic you were given.")
-    extra = sorted(set(config) - ALLOWED)
-    expect(
-        not extra, f"{expr} has settings a FileStream connector does not need", expected=sorted(ALLOWED), found=extra
-    )
-    for key in ("key.converter", "value.converter"):
-        expect(
-            config.get(key, next(iter(CONVERTERS))) in CONVERTERS,
-            f"{key} of {expr}",
-            expected="org.apache.kafka.connect.storage.StringConverter",
-            found=config.get(key),
-        )
-    for key, pattern in VALUES.items():
-        expect(
-            key not in config or re.fullmatch(pattern, config[key]) is not None,
-            f"{key} of {expr}",
-            expected=f"a value like {pattern}",
-            found=config.get(key),
-        )
-    return config
-
-
-def lines_of(ctx: Context, topic: str) -> list[str]:
-    return [r.value.decode(errors="replace") for r in sorted(read_all(ctx, topic), key=lambda r: r.offset)]
-
-
-def worker_did(what: str, ready, worker, hint: str) -> None:
-    """Wait until ready() (the Connect worker did `what`); the student's problem if it never does."""
-    if not wait_for(ready, timeout_s=CONNECT_WAIT_S, every_s=0.5):
-        raise CheckFailed(f"{what} within {CONNECT_WAIT_S} s", found=worker.log_tail(2), hint=hint)
-
-
-def file_lines(folder, name: str) -> list[str]:
-    """The lines of a file the worker wrote, read without following links, at most 1 MB."""
-    try:
-        text = read_text(folder, name, limit=2**20)
-    except OSError as e:
-        raise CheckFailed(f"the sink's file could not be read: {e}") from None
-    return (text or "").splitlines()
-
-
-# The kernel stays frozen for the whole check (the default): from the first setting it returns
-# to the last line the grader reads, nothing of the student's runs but the worker, and the
-# worker runs only the stock FileStream classes with allowed settings. It runs in the grading's
-# sandbox, in a folder of the grader's (ctx.private_dir) that only the worker's own sandbox can
-# write, and its REST API answers only the grader (private_rest).
-@check("lab11-q4")
-def connect_moves_files(ctx: Context) -> str:
-    """source_config and sink_config: a file into a topic (resumed after a restart, no line twice), a topic into a file"""
-    from kafka import KafkaProducer
-
-    from cluster.accounts import Account
-    from cluster.errors import ClusterError
-    from cluster.kafka_connect import ConnectWorker
-
-    from .kafka_state import graders_topic, short_name
-
-    # In a self-check there is no sandbox and no private folder: the student's own folder.
-    base = ctx.private_dir or ctx.workdir
-    folder = base / f"grader-connect-{ctx.rng.randrange(10**6)}"
-    csv, out = folder / "flights.csv", folder / "out.txt"
-    flights = made_up_flights(ctx, FIRST_LINES + MORE_LINES)
-    lines = [",".join(str(f[k]) for k in ("id", "carrier", "origin", "dest", "dep_delay")) for f in flights]
-    into = graders_topic(ctx, "connect-in", 1, protect=False)  # the source connector writes it
-    outof = graders_topic(ctx, "connect-out", 1)
-    source = connector_config(
-        ctx, f"source_config('grader-source', {str(csv)!r}, {into!r})", SOURCE_CLASS, str(csv), "topic", into
-    )
-    sink = connector_config(
-        ctx, f"sink_config('grader-sink', {outof!r}, {str(out)!r})", SINK_CLASS, str(out), "topics", outof
-    )
-    # Made only now, after the last value read from the kernel: the student's code had the path, never the folder.
-    make_dirs(base, folder.name)
-    write_text(folder, csv.name, "\n".join(lines[:FIRST_LINES]) + "\n", mode=0o644)
-    sent = [f"{f['id']} left {f['dep_time']}" for f in made_up_flights(ctx, SINK_RECORDS)]
-    with KafkaProducer(**ctx.kafka) as producer:
-        for v in sent:
-            producer.send(outof, v.encode())
-        producer.flush()
-    env = ctx.env or {}
-    login = Account(env["KAFKA_USERNAME"], env["KAFKA_PASSWORD"]) if env.get("KAFKA_USERNAME") else None
-    launch = None
-    if ctx.sandbox is not None:  # grading: the worker in the sandbox, as the grading's Kafka user
-        sandbox = ctx.sandbox.with_writable(folder)
-        launch = lambda argv, **kw: sandbox.popen(argv, dict(env), **kw)
-    hint_sink = (
-        "A sink connector's consumer group is connect-<name> unless you set consumer.override.group.id: "
-        "the brokers let you use only groups in your namespace (lab.group(...))."
-    )
-
-    def worker():
-        return ConnectWorker(
-            folder / "worker", [source, sink], login=login, launch=launch, private_rest=ctx.sandbox is not None
-        )
-
-    try:
-        with worker() as running:
-            worker_did(
-                f"the first {FIRST_LINES} lines of the file on the topic",
-                lambda: len(lines_of(ctx, short_name(into))) >= FIRST_LINES,
-                running,
-                "",
-            )
-            worker_did(
-                f"{SINK_RECORDS} records of the topic in the sink's file",
-                lambda: len(file_lines(folder, out.name)) >= SINK_RECORDS,
-                running,
-                hint_sink,
-            )
-        # the file grows while the worker is down
-        write_text(folder, csv.name, "\n".join(lines[FIRST_LINES:]) + "\n", mode=0o644, append=True)
-        with worker() as running:
-            worker_did(
-                f"all {len(lines)} lines on the topic after the restart",
-                lambda: len(lines_of(ctx, short_name(into))) >= len(lines),
-                running,
-                "",
-            )
-            time.sleep(2)  # a source that started the file over would add lines now
-    except ClusterError as e:
-        raise CheckFailed(
-            f"the Connect worker could not run your connectors: {str(e)[:600]}",
-            hint=hint_sink if "uthoriz" in str(e) else "Read the message: a setting or a topic is wrong.",
-        ) from None
-    # The lines and records are the grader's: how many are right, and what the connectors wrote.
-    on_topic = lines_of(ctx, short_name(into))
-    expect(
-        on_topic == lines,
-        f"the topic after a restart with more lines in the file: {len(on_topic)} records, "
-        f"{sum(a == b for a, b in zip(on_topic, lines))} of the file's {len(lines)} lines in place",
-        expected="each line of the file once, in order",
-        found=f"{len(on_topic)} records, {len(set(on_topic))} of them distinct",
-        hint="Each line once, in order: the worker keeps the source's position in its offsets file.",
-    )
-    written = file_lines(folder, out.name)
-    expect(
-        written == sent,
-        f"the sink's file: {len(written)} lines, {sum(a == b for a, b in zip(written, sent))} of the topic's "
-        f"{len(sent)} records in place",
-        expected="each record of the topic once, a line each, in order",
-        found=f"{len(written)} lines, {len(set(written))} of them distinct",
-    )
-    return f"{len(lines)} lines, each once after a restart; {len(sent)} records into the sink's file, in order"
-
-
-@check("lab11-q4-prediction")
-def restart_prediction(ctx: Context) -> str:
-    """a prediction of the records on the topic after the Connect worker's restart was written before the demo"""
-    predicted = prediction(
+@check("lab11-q3-prediction")
+def transitive_prediction(ctx: Context) -> str:
+    """a prediction of what a latest-only registry does with a removed field back as another type was written before the demo"""
+    predicted = predicted_booleans(
         ctx,
-        "predicted_records",
-        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() and v >= 0,
-        "a whole number, e.g. 100",
-        "how many records csv_topic holds after 10 lines are appended and the worker restarts with its folder",
+        "predicted_transitive",
+        TRANSITIVE_TRUTH,
+        "whether your registry takes version 4, and whether a consumer on version 4 reads version 1's flights",
     )
-    from cluster.lab import departures
-
     return prediction_feedback(
-        "predicted_records",
-        int(predicted),
-        len(departures(day=1)) + 10,  # what the notebook's restart demo shows, on any machine
-        "The worker keeps the source's position (a byte offset) in its offsets file and goes on from there: "
-        "only the appended lines are sent.",
+        "predicted_transitive",
+        predicted,
+        TRANSITIVE_TRUTH,
+        "Version 4 is compared with version 3 only, which has no dest: a default fills it, so the check passes; "
+        "version 1's flights hold dest as text, which a reader of version 4 cannot read as an int.",
     )
+
+
+PRIMITIVES = ("string", "int", "long", "double", "boolean")
+
+
+def seeded_history(ctx: Context) -> tuple[list[dict], str, str]:
+    """A subject's three versions, each fully compatible with every other: a seeded record (one
+    field an int, one optional, ["null", "string"] with a default null, under a seeded name); then a
+    field added with a default; then the optional field removed (its default fills it for older
+    readers). Returns them, the added field's name and the removed one's."""
+    v1 = seeded_record(ctx)
+    v2 = changed(ctx, copy.deepcopy(v1), "add with default")
+    (added,) = {f["name"] for f in v2["fields"]} - {f["name"] for f in v1["fields"]}
+    v3 = changed(ctx, copy.deepcopy(v2), "remove with default")
+    optional = f"{ctx.rng.choice(['note', 'memo', 'comment', 'info'])}_{ctx.rng.randrange(10, 99)}"
+    for v in (v1, v2):
+        next(f for f in v["fields"] if f["name"] == "remark")["name"] = optional
+    return [v1, v2, v3], added, optional
+
+
+WISHES = (
+    "a new field",
+    "a removed field back with another type",
+    "a field without a default removed",
+    "a field with a default removed",
+    "an int widened",
+)
+
+
+def wish(ctx: Context, what: str, versions: list[dict], added: str, optional: str) -> tuple[dict, bool]:
+    """The change `what` on this history, and whether FULL_TRANSITIVE takes some schema that makes
+    it. The truths follow from Avro's rules (tests/ decodes them both ways on many seeds)."""
+    rng, latest = ctx.rng, versions[-1]
+    names = {f["name"] for v in versions for f in v["fields"]}
+    fresh = next(
+        n
+        for n in (f"{rng.choice(['slot', 'leg', 'bay', 'wing', 'lane'])}_{rng.randrange(10, 99)}" for _ in iter(int, 1))
+        if n not in names
+    )
+    wide = next(f["name"] for f in latest["fields"] if f["type"] == "int")
+    required = [f["name"] for f in latest["fields"] if "default" not in f and f["name"] != wide]
+    return {
+        "a new field": ({"add": fresh, "type": rng.choice(PRIMITIVES)}, True),
+        # it was ["null", "string"] until the latest version: no other type reads it or is read by it
+        "a removed field back with another type": ({"add": optional, "type": rng.choice(PRIMITIVES[1:])}, False),
+        "a field without a default removed": ({"remove": rng.choice(required)}, False),
+        "a field with a default removed": ({"remove": added}, True),
+        "an int widened": ({"widen": wide, "type": rng.choice(["long", "double"])}, False),
+    }[what]
+
+
+def plain_field(f) -> dict:
+    """A field as resolution sees it (its doc and sort order aside)."""
+    return {k: v for k, v in f.items() if k not in ("doc", "order")} if isinstance(f, dict) else f
+
+
+def makes_the_change(new, latest: dict, change: dict) -> str | None:
+    """What is wrong with `new` as the latest version with `change` made and nothing else (None:
+    nothing). Only its shape: that FULL_TRANSITIVE then takes it follows from how the grader made
+    the history (every version has the other fields as the latest has them)."""
+    import fastavro
+
+    if not isinstance(new, dict) or new.get("type") != "record" or not isinstance(new.get("fields"), list):
+        return "it is not a record schema (a dict with type record and a list of fields)"
+    try:
+        fastavro.parse_schema(copy.deepcopy(new))
+    except Exception as e:  # the student's schema: anything it raises says why it is no schema
+        return f"fastavro does not take it as a schema: {str(e)[:160]}"
+    if (new.get("name"), new.get("namespace")) != (latest["name"], latest.get("namespace")):
+        return f"the record's name changed to {new.get('name')!r} (a reader matches records by name)"
+    theirs = {f.get("name"): plain_field(f) for f in new["fields"] if isinstance(f, dict)}
+    want = {f["name"]: plain_field(f) for f in latest["fields"]}
+    if "remove" in change:
+        want.pop(change["remove"])
+    if "widen" in change:
+        want[change["widen"]] = dict(want[change["widen"]], type=change["type"])
+    if "add" in change:
+        f = theirs.pop(change["add"], None)
+        t = change["type"]
+        if f is None:
+            return f"it has no field {change['add']!r}"
+        if f["type"] != t and not (isinstance(f["type"], list) and sorted(f["type"], key=str) == sorted(["null", t])):
+            return f"its field {change['add']!r} is of type {f['type']!r}, not {t!r} (or a union of null and {t!r})"
+        if "default" not in f:
+            return f"its new field {change['add']!r} has no default: a reader of older data has nothing to fill it with"
+        if set(f) - {"name", "type", "default"}:
+            return f"its new field {change['add']!r} has more than a name, a type and a default: {sorted(set(f) - {'name', 'type', 'default'})}"
+    if theirs != want:
+        wrong = sorted((k for k in set(theirs) | set(want) if theirs.get(k) != want.get(k)), key=str)
+        return f"its other fields are not the latest version's (with the change): {wrong} differ"
+    return None
+
+
+@check("lab11-q3")
+def decides_next_version(ctx: Context) -> str:
+    """next_version(versions, change) under FULL_TRANSITIVE: the change made so every version reads it and it reads every version, or None"""
+    kinds = ctx.rng.sample(WISHES, len(WISHES))  # every kind, in a seeded order, each on a subject of its own
+    for what in kinds:
+        versions, added, optional = seeded_history(ctx)
+        change, exists = wish(ctx, what, versions, added, optional)
+        got = ctx.sub.value(f"next_version({versions!r}, {change!r})")
+        about = (
+            f"next_version(<versions 1-{len(versions)} of {versions[0]['name']}: the latest {shape(versions[-1])}, "
+            f"{optional} (optional, a string) removed in version {len(versions)}>, {change!r}), {what}"
+        )
+        if not exists:
+            expect(
+                got is None,
+                about,
+                expected="None: no schema with this change reads every version's data and is read by every version",
+                found="a schema" if isinstance(got, dict) else got,
+                hint="FULL_TRANSITIVE compares the new version with every version, both ways.",
+            )
+            continue
+        expect(
+            got is not None,
+            about,
+            expected="a schema (such a version exists)",
+            found=None,
+            hint="Some changes can be made both ways with every version, if they are made with care.",
+        )
+        wrong = makes_the_change(got, versions[-1], change)
+        expect(wrong is None, f"{about}: {wrong}", expected="the latest version with the change and nothing else")
+    return f"{len(kinds)} changes to seeded subjects, 2 of them possible"
