@@ -22,7 +22,8 @@
 --crash-before-offset-commit N
                         SIGKILL when KafkaConsumer.commit() (or commit_async()) is called for
                         the N-th time, before the offsets reach the brokers: whatever the script
-                        wrote before it is kept, and the records are read again on restart.
+                        wrote before it is kept, and the records are read again on restart (an
+                        earlier commit_async() still in flight is lost with the process).
 --crash-after-offset-commit N
                         SIGKILL right after the N-th KafkaConsumer.commit() (or commit_async())
                         has stored its offsets: whatever the script meant to do after it (the
