@@ -86,6 +86,7 @@ RUNNING_S = 90  # a connector and its task running, from its creation
 STREAM_S = 60  # the grader's topic holding a phase's changes
 MOVE_S = 90  # a killed worker's task running on the other one (measured 12-14 s)
 STUDENT_EXTRA_S = 30  # the student's topic catching up once the grader's has everything
+STABLE_S = 6  # ... or not growing for this long
 SLOTS_S = 60  # both connectors' replication slots made
 SINK_IDLE_S = 5  # the sink's IDLE_SECONDS: the grader starts it once its group is empty
 SINK_DEADLINE_S = 90  # one run of the sink
@@ -741,16 +742,34 @@ def _student_stream(ctx: Context, connect, r: Run) -> None:
             return False
         return "FAILED" in [state["connector"], *(t[0] for t in state["tasks"])]
 
-    wait_for(
-        events, timeout_s=STUDENT_EXTRA_S, until=lambda n: n >= want, every_s=1, retry_on=(KafkaError,), stop_if=failed
-    )
+    # Up to STUDENT_EXTRA_S for the rest; a topic that has not grown for STABLE_S is done (a
+    # connector that lost changes never sends them).
+    seen: list[tuple[float, int]] = []
+
+    def done(n: int) -> bool:
+        seen.append((time.monotonic(), n))
+        stable = [m for t, m in seen if t >= seen[-1][0] - STABLE_S]
+        return n >= want or (seen[-1][0] - seen[0][0] >= STABLE_S and len(set(stable)) == 1)
+
+    wait_for(events, timeout_s=STUDENT_EXTRA_S, until=done, every_s=1, retry_on=(KafkaError,), stop_if=failed)
     time.sleep(2)  # a change sent twice would come now
     if failed():
-        r.student_error = CheckFailed(
-            "your connector's task failed on the grader's workers",
-            found=connect.status(STUDENT_CONNECTOR)["trace"][:1200],
-            hint="Its trace says why.",
-        )
+        trace = connect.status(STUDENT_CONNECTOR)["trace"]
+        first = trace.splitlines()[0] if trace else ""
+        if "no longer available" in trace:
+            r.student_error = CheckFailed(
+                "your connector's task failed when it was resumed after a stop: the changes since its stored "
+                "position are no longer available on the server (phase C: made while the connectors were stopped)",
+                found=first[:200] + (" ... " + first[-200:] if len(first) > 400 else first[200:400]),
+                hint="The slot must outlive a stopped task (slot.drop.on.stop false): the server keeps the WAL for a "
+                "slot until its reader confirms it.",
+            )
+        else:
+            r.student_error = CheckFailed(
+                "your connector's task failed on the grader's workers",
+                found=first[:200] + (" ... " + first[-200:] if len(first) > 400 else first[200:400]),
+                hint="Its trace (the message above) says why.",
+            )
     r.student_records = _student_records(ctx, r)
     if r.student_topic in ctx.admin.list_topics():
         meta = describe_topic(ctx, short_name(r.student_topic))
