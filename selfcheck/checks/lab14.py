@@ -59,6 +59,9 @@ from .scripts import CRASHED, ScriptRun, ended_early, frozen, start, wait
 DEBEZIUM = "io.debezium.connector.postgresql.PostgresConnector"
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 PUBLICATION = "lab14_pub"  # the name the text gives
+PLUGIN = "pgoutput"  # the plugin the text names
+# Debezium's database.* settings, and the key of conninfo (as db.conninfo() gives it) each takes
+DATABASE = {"hostname": "host", "port": "port", "user": "user", "password": "password", "dbname": "dbname"}
 TABLE = "flight_status"
 SCRIPT = "cdc_sink.py"
 STUDENT_SLOT, GRADER_SLOT = "student", "grader"
@@ -279,9 +282,9 @@ def execute(db, plan: Plan, phase: str) -> None:
             for st in tx:
                 if st[0] == "insert":
                     row = st[2]
-                    names = ", ".join(f'"{n}"' for n in row)
+                    quoted = ", ".join(f'"{column}"' for column in row)
                     conn.execute(
-                        f"insert into {TABLE} ({names}) values ({', '.join(['%s'] * len(row))})", list(row.values())
+                        f"insert into {TABLE} ({quoted}) values ({', '.join(['%s'] * len(row))})", list(row.values())
                     )
                 elif st[0] == "update":
                     sets = ", ".join(f'"{n}" = %s' for n in st[2])
@@ -453,15 +456,8 @@ def student_config(ctx: Context, conninfo: dict, prefix: str) -> dict:
         found=text.get("connector.class"),
         hint="The grader runs Debezium's PostgreSQL source only (the workers list it under /connector-plugins).",
     )
-    given = {
-        "database.hostname": conninfo["host"],
-        "database.port": str(conninfo["port"]),
-        "database.user": conninfo["user"],
-        "database.password": conninfo["password"],
-        "database.dbname": conninfo["dbname"],
-        "topic.prefix": prefix,
-        "slot.name": STUDENT_SLOT,
-    }
+    given = {f"database.{name}": str(conninfo[key]) for name, key in DATABASE.items()}
+    given.update({"topic.prefix": prefix, "slot.name": STUDENT_SLOT})
     wrong = sorted(k for k, v in given.items() if text.get(k) != v)
     expect(
         not wrong,
@@ -484,24 +480,15 @@ def student_config(ctx: Context, conninfo: dict, prefix: str) -> dict:
 
 
 def grader_config(conninfo: dict, prefix: str) -> dict:
-    return {
-        "connector.class": DEBEZIUM,
-        "database.hostname": conninfo["host"],
-        "database.port": conninfo["port"],
-        "database.user": conninfo["user"],
-        "database.password": conninfo["password"],
-        "database.dbname": conninfo["dbname"],
-        "topic.prefix": prefix,
-        "plugin.name": "pgoutput",
-        "publication.name": PUBLICATION,
-        "publication.autocreate.mode": "disabled",
-        "slot.name": GRADER_SLOT,
-        "table.include.list": f"public.{TABLE}",
-        "snapshot.mode": "initial",
-        "topic.creation.default.replication.factor": 3,
-        "topic.creation.default.partitions": 1,
-        "exactly.once.support": "required",
-    }
+    """The grader's own connector. This module ships in the student kit, so it says no more than the
+    lab's text does (the plugin, the publication) and this run's names: the settings the student
+    must work out are Debezium's defaults here (the snapshot, the publication's autocreation, which
+    finds the publication there and leaves it) or not needed (the grader makes its topic itself; the
+    workers write every source task's records in transactions)."""
+    settings = {f"database.{name}": conninfo[key] for name, key in DATABASE.items()}
+    settings.update({"connector.class": DEBEZIUM, "topic.prefix": prefix, "slot.name": GRADER_SLOT})
+    settings.update({"plugin.name": PLUGIN, "publication.name": PUBLICATION})
+    return settings
 
 
 def setup_database(db, plan: Plan, passwords: dict[str, str]) -> None:
@@ -586,6 +573,9 @@ def make_run(ctx: Context) -> Run:
             connect.start(WORKERS_START_S)
         except ClusterError as e:
             raise RuntimeError(f"the grader's Connect workers did not start: {e}") from None
+        # the grader's topic made by the grader: one partition, three replicas
+        ctx.admin.create_topics({r.graders_topic: {"num_partitions": 1, "replication_factor": 3, "configs": {}}})
+        ctx.admin.wait_for_topics([r.graders_topic])
         connect.put(GRADER_CONNECTOR, grader_config(conninfo(GRADER_ROLE), grader_prefix))
         if r.config is not None:
             try:
@@ -682,7 +672,9 @@ def make_run(ctx: Context) -> Run:
         if ctx.private_dir is None:
             shutil.rmtree(base, ignore_errors=True)  # grader-only: the self-check's own temporary folder
     if ctx.sandbox is None:  # a self-check, on the student's own cluster: its partition budget is theirs
-        _delete_topics(ctx, [r.student_topic, *(f"{connect.group}-{k}" for k in ("configs", "offsets", "status"))])
+        _delete_topics(
+            ctx, [r.graders_topic, r.student_topic, *(f"{connect.group}-{k}" for k in ("configs", "offsets", "status"))]
+        )
     return r
 
 
