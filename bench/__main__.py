@@ -199,7 +199,8 @@ PEAK_MEMORY_TARGET_MB = {
     "lab10": 3072.0,
     "lab12": 2048.0,
     "lab13": 3072.0,
-}  # lab 12: measured 1,058 MB; lab 13: a second cluster and a Spark job
+    "lab14": 2560.0,
+}  # lab 12: measured 1,058 MB; lab 13: a second cluster and a Spark job; lab 14: 1,790 MB (PostgreSQL, two Connect JVMs)
 GRADER_MEMORY_TARGET_MB = 500.0  # the grader's own process, whatever the submission (issue 41: bounded inputs)
 
 
@@ -333,9 +334,9 @@ def bench_heavy_class(size: int, lab: str) -> list[tuple]:
 # a cluster of its own and kills brokers), lab 9 120 s (Spark starts twice), lab 10 90 s (one
 # Spark driver, three parts that run queries on it), lab 11 20 s (30 while it started a Connect
 # worker; since that part moved to lab 14 its gradings take 5-14 s, several at once), lab 12 60 s
-# (two stream apps, one killed and started again), lab 13 120 s (a cluster of its own, the student's Spark job
-# started twice, the faults between them); the
-# issues that made each lab set these.
+# (two stream apps, one killed and started again), lab 13 120 s (a cluster of its own, the student's
+# Spark job started twice, the faults between them), lab 14 120 s (PostgreSQL, two Connect workers,
+# one killed, the student's sink four times); the issues that made each lab set these.
 GRADING_TARGET_S = {
     "lab6": 30.0,
     "lab7": 60.0,
@@ -344,6 +345,7 @@ GRADING_TARGET_S = {
     "lab10": 90.0,
     "lab12": 60.0,
     "lab13": 120.0,
+    "lab14": 120.0,
 }
 DEFAULT_GRADING_TARGET_S = 20.0
 

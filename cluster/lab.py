@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, UTC
 from functools import cached_property, lru_cache
+from pathlib import Path
 
 from . import lab_owners, settings
 from .clients import (
@@ -114,7 +115,9 @@ class Lab:
         PostgreSQL connector on their plugin path (cluster/connect_cluster.py). Stop with .stop()."""
         from .connect_cluster import ConnectCluster
 
-        return ConnectCluster(folder, workers=workers).start()
+        connect = ConnectCluster(folder, workers=workers)
+        stop_leftover_workers(connect.folder, connect.ports)
+        return connect.start()
 
     def own_cluster(self):
         """Lab 7: a three-broker cluster of your own, to break (cluster/own.py): started, or
@@ -342,6 +345,31 @@ def start_lab(name: str, clean: bool = True) -> Lab:
     print(said + (clear_leftovers(lab, owners) if clean and owners else ""))
     lab_owners.mark_started(lab.namespace, name)
     return lab
+
+
+def stop_leftover_workers(folder: Path, ports: list[int], timeout_s: float = 30) -> None:
+    """Stop Connect workers that an earlier kernel started in `folder` and left running (a kernel
+    restarted before the lab's last cell; the workers run in a session of their own): they hold
+    the ports new workers need, and start_lab has deleted their topics. Only this user's
+    ConnectDistributed JVMs working in that folder and listening on those ports are stopped."""
+    import psutil
+
+    from .process import listening_ports
+
+    leftovers = []
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        try:
+            mine = "org.apache.kafka.connect.cli.ConnectDistributed" in (proc.info["cmdline"] or [])
+            if mine and proc.info["cwd"] == str(folder) and listening_ports([proc]) & set(ports):
+                leftovers.append(proc)
+        except psutil.Error:
+            continue
+    for proc in leftovers:
+        print(f"stopping a Connect worker left running by an earlier kernel (pid {proc.pid})")
+        proc.terminate()
+    _, alive = psutil.wait_procs(leftovers, timeout=timeout_s)
+    for proc in alive:
+        proc.kill()
 
 
 def clear_leftovers(lab: Lab, owners: dict[str, list[str]]) -> str:

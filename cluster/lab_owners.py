@@ -134,10 +134,16 @@ def owners(namespace: str, topics: list[str]) -> dict[str, list[str]]:
 def in_use_by_groups(admin, namespace: str) -> dict[str, list[str]]:
     """The brokers' side: {topic: [groups]} for the topics assigned to members of your consumer
     groups right now (a stream app, a consumer left open in a kernel, a script run by hand).
-    Consumers without a group (assign()) and groups of Kafka's newer protocol are not seen."""
-    from .clients import group_ids, in_namespace
+    Consumers without a group (assign()) and groups of Kafka's newer protocol are not seen, nor
+    Kafka Connect's worker groups (lab 14's): their members hold connectors, not partitions, and
+    kafka-python 3.0.12 cannot decode their description ("Buffer underrun decoding string")."""
+    from .clients import in_namespace
 
-    mine = [g for g in group_ids(admin) if in_namespace(namespace, g)]
+    mine = sorted(
+        str(g["group_id"])
+        for g in admin.list_groups()
+        if in_namespace(namespace, str(g["group_id"])) and g.get("protocol_type") != "connect"
+    )
     if not mine:
         return {}
     used: dict[str, list[str]] = {}

@@ -1,7 +1,8 @@
 """Run a student's script, and crash it on purpose in the middle of a write.
 
     python -m selfcheck.harness [--crash-on-write NAME:N] [--crash-on-send N] [--crash-before-send N]
-                                 [--crash-after-commit N] [--crash-after SECONDS] [--stop-spark]
+                                 [--crash-after-commit N] [--crash-before-offset-commit N]
+                                 [--crash-after-offset-commit N] [--crash-after SECONDS] [--stop-spark]
                                  script.py ARGS...
 
 --crash-on-write NAME:N SIGKILL the script in the middle of the N-th write to a file whose name
@@ -18,6 +19,15 @@
                         transaction (its own offset commit, a file it writes) never happens.
                         Transactions that sent nothing are not counted: a batch without output
                         would hide a mistake that repeats a batch.
+--crash-before-offset-commit N
+                        SIGKILL when KafkaConsumer.commit() (or commit_async()) is called for
+                        the N-th time, before the offsets reach the brokers: whatever the script
+                        wrote before it is kept, and the records are read again on restart (an
+                        earlier commit_async() still in flight is lost with the process).
+--crash-after-offset-commit N
+                        SIGKILL right after the N-th KafkaConsumer.commit() (or commit_async())
+                        has stored its offsets: whatever the script meant to do after it (the
+                        write of a batch it committed first) never happens.
 --crash-after SECONDS   SIGKILL the script after SECONDS, wherever it is (by hand; when grading,
                         the grader kills the script's sandbox from outside instead).
 --stop-spark            when the script ends, stop the Spark session it left running, as its
@@ -177,12 +187,40 @@ def crash_after_commit(nth: int) -> None:
     crash_in_producer("commit_transaction", nth, counts=sent_something)
 
 
+def crash_at_offset_commit(nth: int, before: bool) -> None:
+    """SIGKILL at the nth KafkaConsumer.commit() or commit_async(): before it stores the offsets,
+    or (before=False) once it has. A script that commits another way (auto-commit, a saved
+    reference) never crashes, and the grader fails a run that was meant to crash but did not."""
+    from kafka import KafkaConsumer
+
+    seen = {"count": 0}
+    real_commit = KafkaConsumer.commit
+
+    def patch(method: str) -> None:
+        real = getattr(KafkaConsumer, method)
+
+        def patched(self, *args, **kwargs):
+            seen["count"] += 1
+            if seen["count"] != nth:
+                return real(self, *args, **kwargs)
+            if not before:  # stored for sure (an asynchronous commit too) before the crash
+                real_commit(self, *args[:1], **{k: v for k, v in kwargs.items() if k == "offsets"})
+            crash()
+
+        setattr(KafkaConsumer, method, patched)
+
+    patch("commit")
+    patch("commit_async")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m selfcheck.harness", description=__doc__.splitlines()[0])
     p.add_argument("--crash-on-write", metavar="NAME:N")
     p.add_argument("--crash-on-send", type=int, metavar="N")
     p.add_argument("--crash-before-send", type=int, metavar="N")
     p.add_argument("--crash-after-commit", type=int, metavar="N")
+    p.add_argument("--crash-before-offset-commit", type=int, metavar="N")
+    p.add_argument("--crash-after-offset-commit", type=int, metavar="N")
     p.add_argument("--crash-after", type=float, metavar="SECONDS")
     p.add_argument("--stop-spark", action="store_true")
     p.add_argument("script")
@@ -197,6 +235,10 @@ def main(argv=None) -> None:
         crash_in_producer("send", a.crash_before_send, before=True)
     if a.crash_after_commit:
         crash_after_commit(a.crash_after_commit)
+    if a.crash_before_offset_commit:
+        crash_at_offset_commit(a.crash_before_offset_commit, before=True)
+    if a.crash_after_offset_commit:
+        crash_at_offset_commit(a.crash_after_offset_commit, before=False)
     if a.crash_after is not None:
         timer = threading.Timer(a.crash_after, crash)
         timer.daemon = True

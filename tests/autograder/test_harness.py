@@ -156,6 +156,57 @@ def test_crash_after_commit_counts_only_transactions_that_sent_a_record(cluster,
     assert read(topic, "read_committed") == [f"2-{i}" for i in range(3)]
 
 
+COMMITTER = textwrap.dedent("""
+    import sys
+    from kafka import KafkaConsumer
+    from cluster import connection
+    topic, group = sys.argv[1], sys.argv[2]
+    consumer = KafkaConsumer(topic, **connection(), group_id=group, auto_offset_reset="earliest",
+                             enable_auto_commit=False, session_timeout_ms=6000)
+    for record in consumer:                     # one record, one write, one commit
+        with open("written.txt", "a") as f:
+            f.write(record.value.decode() + "\\n")
+        consumer.commit_async() if sys.argv[3:] == ["async"] else consumer.commit()
+        if record.offset == 4:
+            break
+    consumer.close()
+    print("done")
+""")
+
+
+def committed(group: str, topic: str) -> int | None:
+    from kafka import KafkaAdminClient, TopicPartition
+
+    from cluster import connection
+
+    with KafkaAdminClient(**connection()) as admin:
+        offsets = admin.list_group_offsets(group).get(group, {})
+    found = offsets.get(TopicPartition(topic, 0))
+    return found.offset if found else None
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_crash_at_an_offset_commit_dies_before_or_after_it_is_stored(cluster, tmp_path, how):
+    from kafka import KafkaProducer
+
+    from cluster import connection, group_name
+
+    topic = fresh_topic(f"harness-offsets-{how}")
+    with KafkaProducer(**connection()) as producer:
+        for i in range(5):
+            producer.send(topic, f"r{i}".encode())
+    for when, stored in (("before", 1), ("after", 2)):  # the 2nd commit: record r1, offset 2 once stored
+        group = group_name(f"harness-{how}-{when}-{time.monotonic_ns()}")
+        (tmp_path / "written.txt").unlink(missing_ok=True)
+        done = run(tmp_path, f"--crash-{when}-offset-commit", "2", "writer.py", topic, group, how, script=COMMITTER)
+        assert done.returncode == -9, done.stderr
+        assert (tmp_path / "written.txt").read_text().split() == ["r0", "r1"]  # the write before the commit
+        if how == "async" and when == "before":  # the 1st asynchronous commit may still be in flight: lost
+            assert committed(group, topic) in (None, stored)
+        else:
+            assert committed(group, topic) == stored
+
+
 # A student's script that dies, as a part's check sees it (a self-check, as grade() runs it in the
 # kernel): at once, with the exception's last line and the log's name; the blank template's
 # NotImplementedError as "not written yet". A kafka-python lab (4) and a quixstreams one (12).
