@@ -7,8 +7,9 @@ each step is there and what was simplified):
    for this grading that may read the table and replicate, nothing else: one for the grader's
    connector, one handed to the student's cdc_config;
 2. two distributed Connect workers in the grading's sandbox, as the grading's Kafka user, their
-   REST API answering the grader only; on them the grader's connector (the solution's settings)
-   and the student's (cdc_config's, refused before it reaches a worker if it is not Debezium's
+   REST API answering the grader only; on them the grader's connector (its settings come from the
+   grader, ctx.grader_only: the kit has none; a self-check uses the student's cdc_config and says
+   so) and the student's (cdc_config's, refused before it reaches a worker if it is not Debezium's
    PostgreSQL source with the values handed in);
 3. seeded changes (phase A: inserts, updates, deletes, a row updated twice in one transaction, a
    status that goes A -> B -> A, a key deleted and inserted again); phase B while the worker
@@ -30,7 +31,8 @@ grader's failure, never the student's) and is what lab14-q2 and the sink read:
 - lab14-q3-prediction the kill's outcome, predicted before the demo (its form only);
 - lab14-q3 the grader's frozen copy of cdc_sink.py, run in the sandbox on a topic of the grader's
   holding phases A-C's records (a copy of its connector's topic): killed right after its first
-  offset commit, run again; its SQLite table against the database's rows after phase C;
+  offset commit (as the brokers show it: see _cycle), run again; its SQLite table against the
+  database's rows after phase C;
 - lab14-q4 phase D's records appended, the sink killed at its first offset commit before the
   offsets are stored, run again; its table against the database's final rows, the added column
   included.
