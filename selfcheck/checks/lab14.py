@@ -1207,7 +1207,8 @@ def sink_in_step(ctx: Context) -> str:
         hint="Upsert the row of every snapshot, insert and update event, delete on op 'd', in the topic's order; "
         "write the rows before you commit the offsets (a crash between the two then replays, harmlessly).",
     )
-    return f"{len(r.after_c)} rows, each as the database has it ({s.first_how}, then run again)"
+    whose = f" {SELF_CHECK}" if r.source == "student" else ""
+    return f"{len(r.after_c)} rows, each as the database has it ({s.first_how}, then run again){whose}"
 
 
 @check("lab14-q4")
@@ -1228,4 +1229,8 @@ def sink_follows_column(ctx: Context) -> str:
         hint="When an event's row has a column the table does not, add it (alter table ... add column); rows "
         "that never set it keep NULL.",
     )
-    return f"the new column {added} followed: {len(r.final)} rows, each as the database has it ({s.second_how}, then run again)"
+    whose = f" {SELF_CHECK}" if r.source == "student" else ""
+    return (
+        f"the new column {added} followed: {len(r.final)} rows, each as the database has it ({s.second_how}, then "
+        f"run again){whose}"
+    )
