@@ -62,17 +62,11 @@ from .scripts import CRASHED, ScriptRun, ended_early, frozen, start, stop, wait
 DEBEZIUM = "io.debezium.connector.postgresql.PostgresConnector"
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 PUBLICATION = "lab14_pub"  # the name the text gives
+# Debezium's database.* settings, and the key of conninfo (as db.conninfo() gives it) each takes
+DATABASE = {"hostname": "host", "port": "port", "user": "user", "password": "password", "dbname": "dbname"}
 TABLE = "flight_status"
 SCRIPT = "cdc_sink.py"
 STUDENT_SLOT, GRADER_SLOT = "student", "grader"
-# Debezium's database.* settings, each from its key of the conninfo handed in
-DATABASE_SETTINGS = (
-    ("hostname", "host"),
-    ("port", "port"),
-    ("user", "user"),
-    ("password", "password"),
-    ("dbname", "dbname"),
-)
 STUDENT_ROLE, GRADER_ROLE = "student_cdc", "grader_cdc"
 STUDENT_CONNECTOR, GRADER_CONNECTOR = "student-cdc", "grader-cdc"
 STATUSES = ("scheduled", "boarding", "departed", "delayed", "cancelled", "diverted", "landed", "taxiing")
@@ -293,19 +287,15 @@ def execute(db, plan: Plan, phase: str) -> None:
             for st in tx:
                 if st[0] == "insert":
                     row = st[2]
-                    names = ", ".join(map(quoted, row))
+                    quoted = ", ".join(f'"{column}"' for column in row)
                     conn.execute(
-                        f"insert into {TABLE} ({names}) values ({', '.join(['%s'] * len(row))})", list(row.values())
+                        f"insert into {TABLE} ({quoted}) values ({', '.join(['%s'] * len(row))})", list(row.values())
                     )
                 elif st[0] == "update":
                     sets = ", ".join(f'"{n}" = %s' for n in st[2])
                     conn.execute(f"update {TABLE} set {sets} where id = %s", [*st[2].values(), st[1]])
                 else:
                     conn.execute(f"delete from {TABLE} where id = %s", [st[1]])
-
-
-def quoted(name: str) -> str:
-    return f'"{name}"'
 
 
 def table_rows(db) -> dict[int, dict]:
@@ -472,11 +462,8 @@ def student_config(ctx: Context, conninfo: dict, prefix: str, slot: str = STUDEN
         found=text.get("connector.class"),
         hint="The grader runs Debezium's PostgreSQL source only (the workers list it under /connector-plugins).",
     )
-    given = {
-        **{f"database.{name}": str(conninfo[key]) for name, key in DATABASE_SETTINGS},
-        "topic.prefix": prefix,
-        "slot.name": slot,
-    }
+    given = {f"database.{name}": str(conninfo[key]) for name, key in DATABASE.items()}
+    given.update({"topic.prefix": prefix, "slot.name": slot})
     wrong = sorted(k for k, v in given.items() if text.get(k) != v)
     expect(
         not wrong,
@@ -605,6 +592,9 @@ def make_run(ctx: Context) -> Run:
             connect.start(WORKERS_START_S)
         except ClusterError as e:
             raise RuntimeError(f"the grader's Connect workers did not start: {e}") from None
+        # the grader's topic made by the grader: one partition, three replicas
+        ctx.admin.create_topics({r.graders_topic: {"num_partitions": 1, "replication_factor": 3, "configs": {}}})
+        ctx.admin.wait_for_topics([r.graders_topic])
         connect.put(GRADER_CONNECTOR, graders)
         if r.config is not None:
             try:
@@ -713,7 +703,9 @@ def make_run(ctx: Context) -> Run:
         if ctx.private_dir is None:
             shutil.rmtree(base, ignore_errors=True)  # grader-only: the self-check's own temporary folder
     if ctx.sandbox is None:  # a self-check, on the student's own cluster: its partition budget is theirs
-        _delete_topics(ctx, [r.student_topic, *(f"{connect.group}-{k}" for k in ("configs", "offsets", "status"))])
+        _delete_topics(
+            ctx, [r.graders_topic, r.student_topic, *(f"{connect.group}-{k}" for k in ("configs", "offsets", "status"))]
+        )
     return r
 
 
