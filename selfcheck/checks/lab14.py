@@ -747,7 +747,11 @@ def _stream(ctx: Context, r: Run, upto: str) -> None:
         retry_on=(KafkaError, CheckFailed),
     )
     if not waited:
-        raise RuntimeError(f"the grader's connector's topic held {waited.last} records, not {want}, after {STREAM_S} s")
+        whose = "a second connector with your settings" if r.source == "student" else "the grader's connector"
+        stage = "the snapshot" if upto == "0" else f"phase {upto}'s changes ({PHASES[upto]})"
+        raise RuntimeError(
+            f"the topic of {whose} held {waited.last} records, not {want}, after {STREAM_S} s waiting for {stage}"
+        )
 
 
 def _student_stream(ctx: Context, connect, r: Run) -> None:
