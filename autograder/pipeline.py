@@ -39,6 +39,7 @@ from cluster.settings import ROOT, env, env_path, jars_cache
 from selfcheck.checks import CheckFailed, Context, checks_for, policy, run_cleanups
 
 from .cluster_watch import ClusterWatch
+from .grader_only import GRADER_ONLY
 from .kernel import CELL_TIMEOUT_S, TOTAL_TIMEOUT_S, KernelSession
 from .results import CheckResult, GradingResult
 from .sandbox import (
@@ -532,6 +533,7 @@ def run_notebook_and_checks(job: Job) -> None:
             own=job.own,
             kernel_ports=lambda: listening_ports(session.jail.processes()),
             staff=job.result.staff,
+            grader_only=GRADER_ONLY,
         )
         start = time.monotonic()
         try:

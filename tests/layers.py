@@ -51,8 +51,9 @@ HEAVY = {
     "lab12": "the student's three stream apps, one killed and started again, each making its own topics: 13 gradings, "
     "10 CPU s each (lab12-q3's app about 5 s and 2 CPU s of it; the self-test 336 s, 120 CPU s, on 2 cores)",
     "lab14": "PostgreSQL and two Connect workers of the grader's a grading, a worker killed, the student's sink run four "
-    "times: 11 gradings, 16 CPU s each; one alone 72-83 s and 1.8 GB at its peak, brokers included; the self-test 542 s, "
-    "178 CPU s, on 2 cores, two at a time (November 2026)",
+    "times: 15 gradings, 16-18 CPU s each; one alone 72-83 s and 1.8 GB at its peak, brokers included; the self-test "
+    "of 11 in 542 s, 178 CPU s, on 2 cores, two at a time; of 15 (the second round's corpus) in 1653 s, 259 CPU s, one "
+    "at a time at load 7 (November 2026)",
 }
 CAPSTONE = {
     "lab13": "a three-broker cluster of the grading's own, the student's Spark job started twice, brokers stopped and "

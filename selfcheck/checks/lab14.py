@@ -7,8 +7,9 @@ each step is there and what was simplified):
    for this grading that may read the table and replicate, nothing else: one for the grader's
    connector, one handed to the student's cdc_config;
 2. two distributed Connect workers in the grading's sandbox, as the grading's Kafka user, their
-   REST API answering the grader only; on them the grader's connector (the solution's settings)
-   and the student's (cdc_config's, refused before it reaches a worker if it is not Debezium's
+   REST API answering the grader only; on them the grader's connector (its settings come from the
+   grader, ctx.grader_only: the kit has none; a self-check uses the student's cdc_config and says
+   so) and the student's (cdc_config's, refused before it reaches a worker if it is not Debezium's
    PostgreSQL source with the values handed in);
 3. seeded changes (phase A: inserts, updates, deletes, a row updated twice in one transaction, a
    status that goes A -> B -> A, a key deleted and inserted again); phase B while the worker
@@ -30,7 +31,8 @@ grader's failure, never the student's) and is what lab14-q2 and the sink read:
 - lab14-q3-prediction the kill's outcome, predicted before the demo (its form only);
 - lab14-q3 the grader's frozen copy of cdc_sink.py, run in the sandbox on a topic of the grader's
   holding phases A-C's records (a copy of its connector's topic): killed right after its first
-  offset commit, run again; its SQLite table against the database's rows after phase C;
+  offset commit (as the brokers show it: see _cycle), run again; its SQLite table against the
+  database's rows after phase C;
 - lab14-q4 phase D's records appended, the sink killed at its first offset commit before the
   offsets are stored, run again; its table against the database's final rows, the added column
   included.
@@ -38,6 +40,7 @@ grader's failure, never the student's) and is what lab14-q2 and the sink read:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import secrets
@@ -53,13 +56,12 @@ from typing import Any
 from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, LabPolicy, check, expect, prediction, prediction_feedback, shown_in_kernel
-from .kafka_state import describe_topic, graders_topic, read_all, short_name
-from .scripts import CRASHED, ScriptRun, ended_early, frozen, start, wait
+from .kafka_state import committed_offsets, describe_topic, graders_topic, read_all, short_name
+from .scripts import CRASHED, ScriptRun, ended_early, frozen, start, stop, wait
 
 DEBEZIUM = "io.debezium.connector.postgresql.PostgresConnector"
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 PUBLICATION = "lab14_pub"  # the name the text gives
-PLUGIN = "pgoutput"  # the plugin the text names
 # Debezium's database.* settings, and the key of conninfo (as db.conninfo() gives it) each takes
 DATABASE = {"hostname": "host", "port": "port", "user": "user", "password": "password", "dbname": "dbname"}
 TABLE = "flight_status"
@@ -93,6 +95,7 @@ STABLE_S = 6  # ... or not growing for this long
 SLOTS_S = 60  # both connectors' replication slots made
 SINK_IDLE_S = 5  # the sink's IDLE_SECONDS: the grader starts it once its group is empty
 SINK_DEADLINE_S = 90  # one run of the sink
+KILL_DELAY_S = (0.2, 1.0)  # the grader's own kill of a sink, seeded, after its group's first offset commit
 GROUP_EMPTY_S = 60  # a killed sink's session ending (10 s in the template; kafka-python's default 45 s)
 MAX_SINK_BYTES = 32 * 2**20  # the sink's SQLite file (a few hundred rows: kilobytes)
 MAX_SINK_ROWS = 20_000
@@ -101,10 +104,12 @@ TASK_ANSWERS = (
     "waits until the dead worker is started again",
     "fails and must be restarted by hand",
 )
-# Settings a connector of the student's may not have: they run SQL, read files or secrets through
+# Settings a connector of the student's may not have: they run SQL as the login handed in, read files or secrets through
 # config providers, change the workers' clients, or send and receive signals (Debezium's).
 REFUSED = (
     "database.initial.statements",
+    "heartbeat.action.query",  # SQL run as the login, every heartbeat
+    "snapshot.select.statement.overrides",  # the snapshot's SELECT, written by the connector's owner
     "signal.",
     "notification.",
     "producer.override.",
@@ -302,13 +307,14 @@ def table_rows(db) -> dict[int, dict]:
 
 
 # --- reading a connector's topic ---------------------------------------------------------------
+# The grader compares a topic with its model (Plan) by digests of (op, key, before, after): what it
+# reads is nothing a reader of change events could use in place of its own parsing (lab14-q2).
 @dataclass
-class Events:
-    snapshot: dict[Any, Any]  # id -> the row of its "r" event (the last, if several)
-    snapshot_count: int
-    changes: list[tuple]  # (op, id, before, after) of each "c", "u", "d", in the topic's order
+class Seen:
+    snapshot: list[str]  # a digest of each "r" event
+    changes: list[str]  # a digest of each "c", "u", "d" event, in the topic's order
     tombstones: int
-    unreadable: list[str]
+    unreadable: int
 
 
 def as_json(raw: bytes | None):
@@ -318,51 +324,46 @@ def as_json(raw: bytes | None):
     return value
 
 
-def events_of(records: list[tuple[bytes | None, bytes | None]]) -> Events:
-    ev = Events({}, 0, [], 0, [])
+def digest(op: str, ident: Any, before: Any, after: Any) -> str:
+    text = json.dumps([op, ident, before, after], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def seen_on(records: list[tuple[bytes | None, bytes | None]]) -> Seen:
+    seen = Seen([], [], 0, 0)
     for key, raw in records:
         try:
             k, v = as_json(key), as_json(raw)
-            ident = k.get("id") if isinstance(k, dict) else None
             if v is None:
-                ev.tombstones += 1
+                seen.tombstones += 1
                 continue
             op = v["op"]
-            if op == "r":
-                ev.snapshot[ident] = v["after"]
-                ev.snapshot_count += 1
-            else:
-                ev.changes.append((op, ident, v.get("before"), v.get("after")))
-        except (ValueError, TypeError, KeyError, AttributeError):
-            ev.unreadable.append(repr((raw or b"")[:100]))
-    return ev
+            d = digest(op, k.get("id") if isinstance(k, dict) else None, v.get("before"), v.get("after"))
+            (seen.snapshot if op == "r" else seen.changes).append(d)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            seen.unreadable += 1
+    return seen
 
 
-def expected_changes(plan: Plan) -> list[tuple]:
-    return [c.event() for c in plan.changes]
-
-
-def stream_differences(plan: Plan, ev: Events) -> list[str]:
-    """What differs between a topic's events and the grader's model, said without its values."""
+def stream_differences(plan: Plan, seen: Seen) -> list[str]:
+    """What differs between a topic and the grader's model, said without its values."""
     said = []
-    if ev.unreadable:
-        said.append(f"{len(ev.unreadable)} records that are not a change event (JSON with op, before, after)")
-    missing_rows = [i for i in plan.rows if i not in ev.snapshot]
-    wrong_rows = [i for i in plan.rows if i in ev.snapshot and ev.snapshot[i] != plan.rows[i]]
-    strangers = [i for i in ev.snapshot if i not in plan.rows]
-    if missing_rows or ev.snapshot_count != len(plan.rows) or wrong_rows or strangers:
+    if seen.unreadable:
+        said.append(f"{seen.unreadable} records that are not a change event (JSON with op, before, after)")
+    rows = Counter(digest("r", i, None, row) for i, row in plan.rows.items())
+    have = Counter(seen.snapshot)
+    if have != rows:
         said.append(
-            f"{ev.snapshot_count} snapshot events for the {len(plan.rows)} rows the table had ("
-            f"{len(missing_rows)} rows without one, {len(wrong_rows)} with other values, "
-            f"{len(strangers)} of rows it did not have)"
+            f"{len(seen.snapshot)} snapshot events for the {len(plan.rows)} rows the table had ("
+            f"{sum((rows - have).values())} rows without one that has their values, "
+            f"{sum((have - rows).values())} events that are not one of those rows, or repeat one)"
         )
-    want = expected_changes(plan)
-    if ev.changes != want:
-        key = lambda e: json.dumps(e, sort_keys=True, default=str)
-        have, need = Counter(map(key, ev.changes)), Counter(map(key, want))
-        lost = need - have
-        twice = sum((have - need).values())
-        phases = Counter(c.phase for c in plan.changes if lost.get(key(c.event()), 0) > 0)
+    want = [digest(*c.event()) for c in plan.changes]
+    if seen.changes != want:
+        found, need = Counter(seen.changes), Counter(want)
+        lost = need - found
+        twice = sum((found - need).values())
+        phases = Counter(c.phase for c, d in zip(plan.changes, want) if lost.get(d, 0) > 0)
         if lost:
             where = ", ".join(f"{n} of phase {p} ({PHASES[p]})" for p, n in sorted(phases.items()))
             said.append(f"{sum(lost.values())} of the {len(want)} changes missing or different: {where}")
@@ -387,6 +388,11 @@ class Run:
     plan: Plan
     graders_topic: str
     records: list[tuple[bytes | None, bytes | None]] = field(default_factory=list)  # the grader's connector's
+    # each record's offset, timestamp, timestamp type, headers and leader epoch (lab14-q2's records)
+    meta: list[tuple] = field(default_factory=list)
+    # whose settings made `records`: "grader" (the course's grader, autograder/grader_only.py) or
+    # "student" (a self-check: the kit has no grader's settings, so cdc_config's stand in)
+    source: str = "grader"
     boundary: int = 0  # records[:boundary] are the snapshot and phases A-C
     after_c: dict[int, dict] = field(default_factory=dict)  # the owner's select * after phase C
     final: dict[int, dict] = field(default_factory=dict)  # ... after phase D
@@ -436,11 +442,11 @@ def _config_now(ctx: Context) -> Any:
         return None
 
 
-def student_config(ctx: Context, conninfo: dict, prefix: str) -> dict:
+def student_config(ctx: Context, conninfo: dict, prefix: str, slot: str = STUDENT_SLOT) -> dict:
     """cdc_config's settings for the grader's database, checked before any worker sees them."""
-    expr = f"cdc_config({conninfo!r}, {prefix!r}, {STUDENT_SLOT!r})"
+    expr = f"cdc_config({conninfo!r}, {prefix!r}, {slot!r})"
     config = ctx.sub.value(expr)
-    shown = f"cdc_config(conninfo, prefix, {STUDENT_SLOT!r})"
+    shown = f"cdc_config(conninfo, prefix, {slot!r})"
     expect(isinstance(config, dict), f"{shown} should return a dict of settings", found=type(config).__name__)
     config = {str(k): v for k, v in config.items()}
     expect(
@@ -450,14 +456,14 @@ def student_config(ctx: Context, conninfo: dict, prefix: str) -> dict:
     )
     text = {k: str(v) for k, v in config.items()}
     expect(
-        text.get("connector.class") in (DEBEZIUM, "PostgresConnector"),
+        text.get("connector.class") in (DEBEZIUM, "PostgresConnector", "Postgres"),  # Connect's aliases too
         f"connector.class of {shown}",
         expected=DEBEZIUM,
         found=text.get("connector.class"),
         hint="The grader runs Debezium's PostgreSQL source only (the workers list it under /connector-plugins).",
     )
     given = {f"database.{name}": str(conninfo[key]) for name, key in DATABASE.items()}
-    given.update({"topic.prefix": prefix, "slot.name": STUDENT_SLOT})
+    given.update({"topic.prefix": prefix, "slot.name": slot})
     wrong = sorted(k for k, v in given.items() if text.get(k) != v)
     expect(
         not wrong,
@@ -479,16 +485,28 @@ def student_config(ctx: Context, conninfo: dict, prefix: str) -> dict:
     return config
 
 
-def grader_config(conninfo: dict, prefix: str) -> dict:
-    """The grader's own connector. This module ships in the student kit, so it says no more than the
-    lab's text does (the plugin, the publication) and this run's names: the settings the student
-    must work out are Debezium's defaults here (the snapshot, the publication's autocreation, which
-    finds the publication there and leaves it) or not needed (the grader makes its topic itself; the
-    workers write every source task's records in transactions)."""
-    settings = {f"database.{name}": conninfo[key] for name, key in DATABASE.items()}
-    settings.update({"connector.class": DEBEZIUM, "topic.prefix": prefix, "slot.name": GRADER_SLOT})
-    settings.update({"plugin.name": PLUGIN, "publication.name": PUBLICATION})
-    return settings
+def graders_settings(ctx: Context, conninfo: dict, prefix: str) -> tuple[dict, str]:
+    """The settings of the connector whose topic lab14-q2 to q4 read, and whose they are. The course's
+    grader has its own (ctx.grader_only, from autograder/, which neither the kit nor the sandbox
+    shows: they are lab14-q1's answer); a self-check in the kit has none, and uses the student's
+    cdc_config (checked as lab14-q1 checks it), and says so in what it finds."""
+    own = ctx.grader_only.get("lab14-connector")
+    if own is not None:
+        return own(conninfo, prefix, GRADER_SLOT, PUBLICATION, TABLE), "grader"
+    try:
+        return student_config(ctx, conninfo, prefix, GRADER_SLOT), "student"
+    except CheckFailed as e:
+        raise CheckFailed(
+            f"{SELF_CHECK} {e.what}", e.expected, e.found, e.hint or "lab14-q1's check says more."
+        ) from None
+
+
+# The kit has no connector settings of the grader's: a self-check makes the stream the other parts
+# read with the student's own cdc_config, and every message it gives says so.
+SELF_CHECK = (
+    "(this self-check makes the stream lab14-q2 to q4 read with your cdc_config; the course's grader uses a "
+    "connector of its own)"
+)
 
 
 def setup_database(db, plan: Plan, passwords: dict[str, str]) -> None:
@@ -567,6 +585,7 @@ def make_run(ctx: Context) -> Run:
         except CheckFailed as e:
             r.student_error = e
         r.probe = _config_now(ctx) if ctx.sandbox is None else None
+        graders, r.source = graders_settings(ctx, conninfo(GRADER_ROLE), grader_prefix)
         db.start()
         setup_database(db, plan, passwords)
         try:
@@ -576,7 +595,7 @@ def make_run(ctx: Context) -> Run:
         # the grader's topic made by the grader: one partition, three replicas
         ctx.admin.create_topics({r.graders_topic: {"num_partitions": 1, "replication_factor": 3, "configs": {}}})
         ctx.admin.wait_for_topics([r.graders_topic])
-        connect.put(GRADER_CONNECTOR, grader_config(conninfo(GRADER_ROLE), grader_prefix))
+        connect.put(GRADER_CONNECTOR, graders)
         if r.config is not None:
             try:
                 connect.put(STUDENT_CONNECTOR, r.config)
@@ -659,11 +678,23 @@ def make_run(ctx: Context) -> Run:
             raise RuntimeError("the grader's table is not what its model of its own changes says")
         records = read_all(ctx, short_name(r.graders_topic), isolation_level="read_committed")
         r.records = [(x.key, x.value) for x in records]
-        problems = stream_differences(plan, events_of(r.records))
+        r.meta = [(x.offset, x.timestamp, x.timestamp_type, list(x.headers or []), x.leader_epoch) for x in records]
+        problems = stream_differences(plan, seen_on(r.records))
         if problems or len(r.records) != plan.count("D"):
-            raise RuntimeError(f"the grader's own connector's topic is not its model: {'; '.join(problems)}")
+            whose = (
+                "your cdc_config's connector's topic" if r.source == "student" else "the grader's own connector's topic"
+            )
+            raise RuntimeError(f"{whose} is not the table's changes: {'; '.join(problems)}")
         if r.student_error is None:
             _student_stream(ctx, connect, r)
+    except RuntimeError as e:
+        if r.source != "student":
+            raise
+        raise CheckFailed(
+            f"{SELF_CHECK}: {e}",
+            hint="Your connector's own topic, in lab14-q1's check, says what it missed; the course's grader "
+            "judges lab14-q2 to q4 on its own connector's topic.",
+        ) from None
     finally:
         connect.stop()
         db.stop()  # nothing the student runs later can read it: its rows are in r
@@ -716,7 +747,11 @@ def _stream(ctx: Context, r: Run, upto: str) -> None:
         retry_on=(KafkaError, CheckFailed),
     )
     if not waited:
-        raise RuntimeError(f"the grader's connector's topic held {waited.last} records, not {want}, after {STREAM_S} s")
+        whose = "a second connector with your settings" if r.source == "student" else "the grader's connector"
+        stage = "the snapshot" if upto == "0" else f"phase {upto}'s changes ({PHASES[upto]})"
+        raise RuntimeError(
+            f"the topic of {whose} held {waited.last} records, not {want}, after {STREAM_S} s waiting for {stage}"
+        )
 
 
 def _student_stream(ctx: Context, connect, r: Run) -> None:
@@ -792,10 +827,10 @@ def captures_changes(ctx: Context) -> str:
     if r.student_error is not None:
         raise r.student_error
     plan = r.plan
-    ev = events_of(r.student_records)
-    problems = stream_differences(plan, ev)
+    seen = seen_on(r.student_records)
+    problems = stream_differences(plan, seen)
     hints = []
-    if ev.snapshot_count == 0:
+    if not seen.snapshot:
         hints.append("snapshot.mode must send the rows that exist before the first change (initial)")
     if any("phase C" in p for p in problems):
         hints.append(
@@ -805,7 +840,7 @@ def captures_changes(ctx: Context) -> str:
         not problems,
         f"the topic of your connector: {'; '.join(problems)}",
         expected=f"{len(plan.rows)} snapshot rows, then {len(plan.changes)} changes, each once, in commit order",
-        found=f"{ev.snapshot_count} snapshot events and {len(ev.changes)} change events",
+        found=f"{len(seen.snapshot)} snapshot events and {len(seen.changes)} change events",
         hint=("; ".join(hints) + ". " if hints else "")
         + "Read the topic of your own connector after changes, a stop and a resume, and compare it with the table.",
     )
@@ -831,16 +866,19 @@ def status_moves(ctx: Context) -> str:
         for c in r.plan.changes
         if (c.before or {}).get("status") != (c.after or {}).get("status")
     ]
-    records = [(k, v) for k, v in r.records]
+    # kafka-python's own ConsumerRecord, each field as the grader read it (what lab.read gives)
+    records = [(o, ts, tt, k, v, h, e) for (k, v), (o, ts, tt, h, e) in zip(r.records, r.meta)]
     expr = (
-        "status_changes([__import__('types').SimpleNamespace(topic=t, partition=0, offset=i, key=k, value=v) "
-        f"for t, (i, (k, v)) in zip([{r.graders_topic!r}] * {len(records)}, enumerate({records!r}))])"
+        "status_changes([__import__('kafka.consumer.fetcher', fromlist=['_']).ConsumerRecord("
+        f"{r.graders_topic!r}, 0, e, o, ts, tt, k, v, h, None, -1 if k is None else len(k), "
+        f"-1 if v is None else len(v), -1) for o, ts, tt, k, v, h, e in {records!r}])"
     )
     got = ctx.sub.value(expr, timeout=60)
     expect(isinstance(got, (list, tuple)), "status_changes(records) should return a list", found=type(got).__name__)
     found = [tuple(x) if isinstance(x, (list, tuple)) else x for x in got]
+    whose = f" {SELF_CHECK}" if r.source == "student" else ""
     if found == want:
-        return f"{len(want)} status changes of {len(r.plan.changes)} row changes, in order"
+        return f"{len(want)} status changes of {len(r.plan.changes)} row changes, in order{whose}"
     said = []
     if sum(1 for x in found if isinstance(x, tuple) and len(x) == 3 and x[1] is None) > len(r.plan.rows) // 2:
         said.append("snapshot rows among them (op 'r': not changes)")
@@ -854,7 +892,8 @@ def status_moves(ctx: Context) -> str:
         False,
         f"status_changes(<the grader's {len(records)} records>): {len(found)} entries, "
         f"{missing} of the grader's {len(want)} missing, {extra} not among them"
-        + (f"; {', '.join(said)}" if said else ""),
+        + (f"; {', '.join(said)}" if said else "")
+        + whose,
         expected="(id, old, new) for each insert, update and delete that changed the status, in the topic's order",
         found=found[:3],
         hint="Skip tombstones (value None) and snapshot rows (op 'r'); old from before, new from after (None where "
@@ -903,6 +942,8 @@ class SinkRun:
     second: dict | None = None  # ... after phase D (a crash before its first offset commit)
     first_error: CheckFailed | None = None
     second_error: CheckFailed | None = None
+    first_how: str = ""  # how the crash went, as the grader saw it
+    second_how: str = ""
     columns_c: list[str] = field(default_factory=list)
     columns_d: list[str] = field(default_factory=list)
 
@@ -987,8 +1028,33 @@ def compare(truth: dict[int, dict], columns: list[str], table: dict) -> tuple[li
     return said, missing_cols
 
 
-def run_sink(ctx: Context, topic: str, file: str, group: str, crash: list[str], tag: str) -> tuple[ScriptRun, int]:
-    run = start(ctx, SCRIPT, short_name(topic), file, group, str(SINK_IDLE_S), harness=crash, tag=tag)
+def _committed(ctx: Context, group: str, topic: str) -> int | None:
+    """The group's committed offset on the topic's one partition, as the brokers hold it."""
+    return committed_offsets(ctx, group, short_name(topic)).get(0)
+
+
+def _kill_after_commit(ctx: Context, run: ScriptRun, group: str, topic: str, before: int | None, delay: float) -> bool:
+    """Watch the brokers while the sink runs; `delay` s after its group's committed offset first moves,
+    kill the sink's sandbox from outside (whatever client it commits with). Whether the grader killed it."""
+    moved_at = None
+    deadline = time.monotonic() + SINK_DEADLINE_S
+    while run.proc.poll() is None and time.monotonic() < deadline:
+        if moved_at is None:
+            try:
+                now = _committed(ctx, group, topic)
+            except Exception:  # a coordinator moving: asked again
+                now = before
+            if now is not None and now != before:
+                moved_at = time.monotonic()
+        elif time.monotonic() - moved_at >= delay and run.proc.poll() is None:
+            stop(run.proc)
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def run_sink(ctx: Context, topic: str, file: str, group: str, tag: str) -> tuple[ScriptRun, int]:
+    run = start(ctx, SCRIPT, short_name(topic), file, group, str(SINK_IDLE_S), tag=tag)
     return run, wait(run, SINK_DEADLINE_S)
 
 
@@ -1009,27 +1075,69 @@ def _copy(ctx: Context, topic: str, records: list) -> None:
         producer.flush(timeout=60)
 
 
-def _cycle(ctx: Context, topic: str, file: str, group: str, crash: list[str], name: str) -> None:
-    """The sink killed as planned, its group's session waited out, then run to its end."""
-    run, code = run_sink(ctx, topic, file, group, crash, f"{name}-crash")
-    if code == 0:
-        raise CheckFailed(
-            f"{SCRIPT} ended by itself, but the grader meant to kill it at its first offset commit ({crash[0]})",
-            hint="Commit the consumer's offsets yourself (enable_auto_commit=False, consumer.commit()) once the rows "
-            "are written: a sink that never commits starts from the beginning (or the end) every time.",
-        )
-    if code != CRASHED:
+def _cycle(
+    ctx: Context, topic: str, file: str, group: str, when: str, name: str, truth: dict, columns: list[str]
+) -> str:
+    """The sink crashed, its group's session waited out, then run again to its end; how the crash went.
+
+    when="after": killed right after its first offset commit, "before": at it, before the offsets are
+    stored. Two ways, both judged by what the brokers show, never by the exit status alone: the
+    harness kills it in the process at kafka-python's commit (precisely there, which is what catches
+    a batch committed before it is written); any other client (confluent-kafka, ...) the grader
+    kills from outside, a seeded moment after the group's committed offset first moves. A sink that
+    commits nothing the brokers see (its offsets kept with its rows, say) is not killed, and its
+    table is judged when it ends, and again after a second run."""
+    before = _committed(ctx, group, topic)
+    delay = ctx.rng.uniform(*KILL_DELAY_S)
+    crash = f"--crash-{when}-offset-commit"
+    run = start(
+        ctx, SCRIPT, short_name(topic), file, group, str(SINK_IDLE_S), harness=[crash, "1"], tag=f"{name}-crash"
+    )
+    killed = _kill_after_commit(ctx, run, group, topic, before, delay)
+    code = wait(run, SINK_DEADLINE_S)
+    after = _committed(ctx, group, topic)
+    moved = after is not None and after != before
+    if killed:
+        how = f"killed by the grader {delay:.1f} s after its group's first offset commit"
+    elif code == CRASHED:
+        # A SIGKILL from inside the sandbox: the harness's at a kafka-python commit, or one the script
+        # sent itself. Believed only if the brokers show what that commit did.
+        if moved != (when == "after"):
+            raise CheckFailed(
+                f"{SCRIPT} died of a SIGKILL the grader did not send, with "
+                + ("no new offset commit of its group on the brokers" if when == "after" else "its offsets stored"),
+                expected="the sink running until the grader kills it "
+                + ("right after its first offset commit" if when == "after" else "at its first offset commit"),
+                found=f"exit status -9; the group's committed offset {after} (before the run: {before})",
+                hint="A sink ends by itself only when it has been idle for IDLE_SECONDS.",
+            )
+        how = f"killed {when} its first offset commit"
+    elif code == 0:
+        table = _read_sink(ctx, file)
+        said, _ = compare(truth, columns, table)
+        if said:
+            raise CheckFailed(
+                f"{SCRIPT} ended by itself before the grader killed it (it committed no offset the brokers "
+                f"showed), and its table then: {'; '.join(said)}",
+                expected=f"the database's {len(truth)} rows, each with its values",
+                found=f"{len(table['rows'])} rows, columns {table['columns'][:10]}",
+                hint="Read the topic from its first record (or from offsets you stored yourself) and apply every "
+                "event before you stop.",
+            )
+        how = "not killed: it committed no offset the brokers showed, its table right when it ended"
+    else:
         raise ended_early(
             run,
             hint="Run it on your own topic in the notebook (the cell after it) and read its error.",
             found=run.output()[-600:],
         )
     _group_empty(ctx, group)
-    again, code = run_sink(ctx, topic, file, group, [], f"{name}-again")
+    again, code = run_sink(ctx, topic, file, group, f"{name}-again")
     if code != 0:
         raise ended_early(
             again, hint="Run it on your own topic in the notebook and read its error.", found=again.output()[-600:]
         )
+    return how
 
 
 _sinks: dict[tuple, SinkRun] = {}  # a self-check's sink runs, in the student's kernel
@@ -1056,14 +1164,14 @@ def sink_run(ctx: Context) -> tuple[Run, SinkRun]:
         found.columns_d = [*found.columns_c, r.plan.added[0]]
         try:
             _copy(ctx, topic, r.records[: r.boundary])
-            _cycle(ctx, topic, file, group, ["--crash-after-offset-commit", "1"], "sink-1")
+            found.first_how = _cycle(ctx, topic, file, group, "after", "sink-1", r.after_c, found.columns_c)
             found.first = _read_sink(ctx, file)
         except CheckFailed as e:
             found.first_error = found.second_error = e
         if found.first_error is None:
             try:
                 _copy(ctx, topic, r.records[r.boundary :])
-                _cycle(ctx, topic, file, group, ["--crash-before-offset-commit", "1"], "sink-2")
+                found.second_how = _cycle(ctx, topic, file, group, "before", "sink-2", r.final, found.columns_d)
                 found.second = _read_sink(ctx, file)
             except CheckFailed as e:
                 found.second_error = e
@@ -1088,14 +1196,15 @@ def sink_in_step(ctx: Context) -> str:
     said, _ = compare(r.after_c, s.columns_c, s.first)
     expect(
         not said,
-        f"the sink's table after the snapshot and {sum(c.phase <= 'C' for c in r.plan.changes)} changes (killed once "
-        f"right after its first offset commit, then run again): {'; '.join(said)}",
+        f"the sink's table after the snapshot and {sum(c.phase <= 'C' for c in r.plan.changes)} changes "
+        f"({s.first_how}, then run again): {'; '.join(said)}",
         expected=f"the database's {len(r.after_c)} rows, each with its values",
         found=f"{len(s.first['rows'])} rows, columns {s.first['columns'][:10]}",
         hint="Upsert the row of every snapshot, insert and update event, delete on op 'd', in the topic's order; "
         "write the rows before you commit the offsets (a crash between the two then replays, harmlessly).",
     )
-    return f"{len(r.after_c)} rows, each as the database has it, after a crash right after the first offset commit"
+    whose = f" {SELF_CHECK}" if r.source == "student" else ""
+    return f"{len(r.after_c)} rows, each as the database has it ({s.first_how}, then run again){whose}"
 
 
 @check("lab14-q4")
@@ -1110,10 +1219,14 @@ def sink_follows_column(ctx: Context) -> str:
     expect(
         not said,
         f"the sink's table after a column ({added}) was added and {sum(c.phase == 'D' for c in r.plan.changes)} more "
-        f"changes (killed once before its first offset commit, then run again): {'; '.join(said)}",
+        f"changes ({s.second_how}, then run again): {'; '.join(said)}",
         expected=f"the database's {len(r.final)} rows with its {len(s.columns_d)} columns",
         found=f"{len(s.second['rows'])} rows, columns {s.second['columns'][:12]}",
         hint="When an event's row has a column the table does not, add it (alter table ... add column); rows "
         "that never set it keep NULL.",
     )
-    return f"the new column {added} followed: {len(r.final)} rows, each as the database has it"
+    whose = f" {SELF_CHECK}" if r.source == "student" else ""
+    return (
+        f"the new column {added} followed: {len(r.final)} rows, each as the database has it ({s.second_how}, then "
+        f"run again){whose}"
+    )

@@ -28,8 +28,6 @@ NO_COPY_POSSIBLE = {
     "lab13-q2": "where the brokers put the grader's own seeded departures, and in what order",
     "lab13-q5": "the grader's own seeded version 2 fields (seconds, gate), read back from the brokers",
     "lab13-q7": "the bytes the grader's own seeded departures take on the brokers' disks, measured by the grader",
-    "lab14-q1": "the grader's own seeded table and changes, captured by the student's connector on the grader's "
-    "database and workers, read back from the brokers",
     "lab14-q3": "the grader's own seeded rows, applied by the student's sink from the grader's topic, read back from "
     "its file",
     "lab14-q4": "the grader's own seeded column and rows, applied by the student's sink, read back from its file",

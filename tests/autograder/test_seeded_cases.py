@@ -679,3 +679,41 @@ def test_lab14s_plan_holds_every_case_on_every_seed():
                 state[c.id] = dict(c.after)
         assert state == plan.final, seed
         assert Counter(c.op for c in plan.changes)["d"] >= 5
+
+
+def test_lab14s_topic_comparison_sees_what_differs_and_hands_out_no_rows():
+    """The grader compares a connector's topic with its model by digests (selfcheck/checks/lab14.py,
+    seen_on and stream_differences): the model's own events, as Debezium's JSON, compare clean; a
+    change missing, one repeated, two swapped and a snapshot row with another value are each named;
+    and what seen_on returns of a topic holds no row (no status a reader could take)."""
+    import json
+
+    from selfcheck.checks import lab14
+
+    plan = lab14.make_plan(3)
+
+    def record(op, ident, before, after):
+        return json.dumps({"id": ident}).encode(), json.dumps({"before": before, "after": after, "op": op}).encode()
+
+    snapshot = [record("r", i, None, row) for i, row in plan.rows.items()]
+    changes = [record(*c.event()) for c in plan.changes]
+    assert lab14.stream_differences(plan, lab14.seen_on(snapshot + changes)) == []
+    lost = lab14.stream_differences(plan, lab14.seen_on(snapshot + changes[:-1]))
+    assert lost == [
+        f"1 of the {len(changes)} changes missing or different: 1 of phase D (made after a column was added)"
+    ]
+    again = lab14.stream_differences(plan, lab14.seen_on(snapshot + changes + changes[-1:]))
+    assert again == ["1 change events that are not one of the grader's changes, or repeat one"]
+    swapped = lab14.stream_differences(plan, lab14.seen_on(snapshot + changes[1:2] + changes[:1] + changes[2:]))
+    assert swapped == ["every change there once, but not in the order the database committed them"]
+    first = next(iter(plan.rows))
+    other = record("r", first, None, {**plan.rows[first], "status": "elsewhere"})
+    wrong = lab14.stream_differences(plan, lab14.seen_on([other, *snapshot[1:], *changes]))
+    assert wrong == [
+        f"{len(plan.rows)} snapshot events for the {len(plan.rows)} rows the table had (1 rows without one that "
+        "has their values, 1 events that are not one of those rows, or repeat one)"
+    ]
+    seen = lab14.seen_on(snapshot + changes)
+    assert not any(
+        s in repr(seen) for c in plan.changes for s in (c.after or c.before or {}).values() if isinstance(s, str)
+    )
