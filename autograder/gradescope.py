@@ -37,6 +37,7 @@ from cluster.settings import ROOT
 
 from . import GRADER, STUDENT
 from .pipeline import RELEASE, StudentError, course_labs, grade_notebook, packaged_secret
+from selfcheck.checks import policy
 from .results import GradingResult
 
 # What the grading needs, whole folders: the grader and what students have (autograder.GRADER,
@@ -70,6 +71,7 @@ done
 # The sandbox: bubblewrap where the container allows namespaces, else a user of its own (setpriv)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v setpriv >/dev/null || missing+=(util-linux)
+# PostgreSQL: only the labs whose checks start one (the server stays off: the checks run their own)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup.sh: installing ${missing[*]}"
   apt-get update -q
@@ -109,10 +111,19 @@ def build(labs: list[str], out: Path) -> list[Path]:
     return [package(lab, out / f"{lab}-autograder.zip") for lab in labs]
 
 
+def setup_sh(lab: str) -> str:
+    """setup.sh for one lab's zip: PostgreSQL too when the lab's checks start one."""
+    if not policy(lab).postgres:
+        return SETUP_SH
+    need = 'compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null || missing+=(postgresql)\n'
+    marker = "# PostgreSQL: only the labs whose checks start one (the server stays off: the checks run their own)\n"
+    return SETUP_SH.replace(marker, marker + need)
+
+
 def package(lab: str, target: Path) -> Path:
     secret = packaged_secret(lab)  # the lab's alone (the course's is made now if it has none yet)
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
-        entry(z, "setup.sh", SETUP_SH, 0o755)
+        entry(z, "setup.sh", setup_sh(lab), 0o755)
         entry(z, "run_autograder", RUN_AUTOGRADER.format(lab=lab), 0o755)
         for name in PACKAGED:
             src = ROOT / name

@@ -285,6 +285,9 @@ class LabPolicy:
     grading_cores: float = 0.3
     gradings_at_once: int | None = None  # at most this many of its gradings at once (self-test, grade-all)
     own_cluster: bool = False  # its checks break a cluster of the grading's own (lab 7)
+    postgres: bool = (
+        False  # its checks start a PostgreSQL of their own (the CDC lab): Gradescope's setup.sh installs it
+    )
 
 
 def policy(lab: str) -> LabPolicy:

@@ -133,6 +133,7 @@ POLICY = LabPolicy(
     sandbox_processes=512,
     grading_cores=1.0,
     gradings_at_once=2,
+    postgres=True,
 )
 IN_SANDBOX = ("sink_table",)
 

@@ -20,7 +20,7 @@ import pytest
 
 from staff.corpus import scenarios
 from autograder import pipeline
-from autograder.gradescope import build, find_notebook, run, student_of
+from autograder.gradescope import build, find_notebook, run, setup_sh, student_of
 from autograder.pipeline import (
     RELEASE,
     SOLUTIONS,
@@ -126,6 +126,20 @@ def test_the_released_notebook_grades_like_the_solution(lab):
         return [c.source for c in nb.cells if "demo" in c.metadata.get("tags", [])]
 
     assert demos(release) == demos(solution)
+
+
+def test_setup_installs_postgresql_for_the_labs_that_start_one_and_no_other():
+    """The CDC lab's checks start a PostgreSQL of their own: its zip's setup.sh installs the
+    server programs when they are missing; every other lab's zip installs none."""
+    from selfcheck.checks import policy
+
+    needs = {lab: policy(lab).postgres for lab in course_labs()}
+    assert any(needs.values()), "no lab starts a PostgreSQL: this test would test nothing"
+    for lab, need in needs.items():
+        script = setup_sh(lab)
+        assert ("missing+=(postgresql)" in script) == need, lab
+        syntax = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
+        assert syntax.returncode == 0, f"{lab}'s setup.sh: {syntax.stderr}"
 
 
 def test_the_submitted_notebook_is_found_or_the_student_told(tmp_path):
