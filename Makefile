@@ -59,7 +59,7 @@ lab: up
 # already running is left alone. Two processes (tests/conftest.py): the self-test's gradings
 # beside every other test module. Three layers:
 #   make test-fast   no cluster: the grader's pure steps, sandbox, harness, settings (seconds)
-#   make test        everything but the `heavy` layer: labs 1-8 whole, labs 9-12's checks' parts (~25 min on 2 cores)
+#   make test        everything but the `heavy` layer: labs 1-8 whole, labs 9-13's checks' parts (~25 min on 2 cores)
 #   make test-heavy  the labs whose gradings start programs for the student's work (labs 9, 10:
 #                    Spark, lab 12: stream apps; and lab 11, see tests/layers.py): self-tests, notebooks, standalone Spark,
 #                    Kafka Connect's workers; and the

@@ -3,7 +3,7 @@ if the student kit or the grading sandbox showed them (neither does: autograder/
 
 The checks (selfcheck/checks/, which students have) get these through `Context.grader_only`, by
 name, when the course's grader runs them; a self-check in the student's kernel has none and says
-what it uses instead (lab 14: the student's own connector settings, docs/cdc-grading.md).
+what it uses instead (lab 13: the student's own connector settings, docs/cdc-grading.md).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 
-def lab14_connector(conninfo: dict, prefix: str, slot: str, publication: str, table: str) -> dict[str, Any]:
-    """Lab 14: the grader's own Debezium source on its table (the stream lab14-q2 to q4 read)."""
+def lab13_connector(conninfo: dict, prefix: str, slot: str, publication: str, table: str) -> dict[str, Any]:
+    """Lab 13: the grader's own Debezium source on its table (the stream lab13-q2 to q4 read)."""
     return {
         "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
         "database.hostname": conninfo["host"],
@@ -34,4 +34,4 @@ def lab14_connector(conninfo: dict, prefix: str, slot: str, publication: str, ta
     }
 
 
-GRADER_ONLY: dict[str, Callable[..., Any]] = {"lab14-connector": lab14_connector}
+GRADER_ONLY: dict[str, Callable[..., Any]] = {"lab13-connector": lab13_connector}

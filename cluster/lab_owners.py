@@ -1,5 +1,5 @@
 """Whose are your topics, and is that lab still running? What start_lab() asks before it clears
-your namespace, so that lab 13's first cell does not delete the topics of lab 12's open kernel.
+your namespace, so that lab 14's first cell does not delete the topics of lab 12's open kernel.
 
 Kafka's topic names do not say which lab made them ("<namespace>.flights" is lab 2's, 9's, 10's
 and 12's), so the kit keeps two small records, per namespace, in the user's cache folder:
@@ -135,7 +135,7 @@ def in_use_by_groups(admin, namespace: str) -> dict[str, list[str]]:
     """The brokers' side: {topic: [groups]} for the topics assigned to members of your consumer
     groups right now (a stream app, a consumer left open in a kernel, a script run by hand).
     Consumers without a group (assign()) and groups of Kafka's newer protocol are not seen, nor
-    Kafka Connect's worker groups (lab 14's): their members hold connectors, not partitions, and
+    Kafka Connect's worker groups (lab 13's): their members hold connectors, not partitions, and
     kafka-python 3.0.12 cannot decode their description ("Buffer underrun decoding string")."""
     from .clients import in_namespace
 

@@ -37,7 +37,7 @@
 
 The grader runs this inside the script's sandbox. The exit status tells what happened: -9
 (137 from a sandbox) for a planned crash. A script can SIGKILL itself too, so a grader believes
-the status only beside what it sees itself (lab 14: the group's committed offset on the brokers).
+the status only beside what it sees itself (lab 13: the group's committed offset on the brokers).
 """
 
 from __future__ import annotations

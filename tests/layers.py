@@ -43,20 +43,20 @@ BUDGET_MIN = {"test": 28, "test-heavy": 24, "test-capstone": 15}
 HEAVY = {
     "lab9": "two Spark drivers a grading (the kernel's and the student's job, run three times): 21 gradings, 39 CPU s each",
     "lab10": "a Spark driver in the kernel, which every part's check runs queries on: 18 gradings, 30 CPU s each",
-    # Since its Connect part moved to lab 14 (November 2026), lab 11 starts nothing but its kernel: 21
+    # Since its Connect part moved to lab 13 (November 2026), lab 11 starts nothing but its kernel: 21
     # gradings of 1.4 CPU s each, its self-test 45 s on 2 cores (27-32 s with two other seeds). It stays
     # in this layer, where the budget it had (26 gradings of 11 CPU s) is kept; it could join `make test`
     # with a case in test_self_check_agrees.py (its --via kernel run agrees: 18 of 18).
-    "lab11": "nothing but its kernel since its Connect part moved to lab 14: 21 gradings, 1.4 CPU s each",
+    "lab11": "nothing but its kernel since its Connect part moved to lab 13: 21 gradings, 1.4 CPU s each",
     "lab12": "the student's three stream apps, one killed and started again, each making its own topics: 13 gradings, "
     "10 CPU s each (lab12-q3's app about 5 s and 2 CPU s of it; the self-test 336 s, 120 CPU s, on 2 cores)",
-    "lab14": "PostgreSQL and two Connect workers of the grader's a grading, a worker killed, the student's sink run four "
+    "lab13": "PostgreSQL and two Connect workers of the grader's a grading, a worker killed, the student's sink run four "
     "times: 15 gradings, 16-18 CPU s each; one alone 72-83 s and 1.8 GB at its peak, brokers included; the self-test "
     "of 11 in 542 s, 178 CPU s, on 2 cores, two at a time; of 15 (the second round's corpus) in 1653 s, 259 CPU s, one "
     "at a time at load 7 (November 2026)",
 }
 CAPSTONE = {
-    "lab13": "a three-broker cluster of the grading's own, the student's Spark job started twice, brokers stopped and "
+    "lab14": "a three-broker cluster of the grading's own, the student's Spark job started twice, brokers stopped and "
     "killed: 21 gradings, 56 CPU s each (before the class archives), two at a time",
 }
 

@@ -1,6 +1,6 @@
 """Proofs a full run recorded: a lab's self-test, passed on exactly these inputs, is not graded again.
 
-A lab's self-test grades its whole corpus (tens of gradings; lab 13's take a quarter of an hour).
+A lab's self-test grades its whole corpus (tens of gradings; lab 14's take a quarter of an hour).
 When every one of them passes, the run writes `tests/proven/<lab>.json`: a digest of every file
 those gradings read and of the machine's Python and Java, and what each grading scored. A later
 run whose digest is the same has nothing new to prove for that lab: its cases are reported as
@@ -95,7 +95,7 @@ def _stamp(path: Path) -> tuple[Path, int, int]:
     return path, st.st_mtime_ns, st.st_size
 
 
-# A file is read once per process however many labs ask (13 per run): its text for the names
+# A file is read once per process however many labs ask (14 per run): its text for the names
 # it holds, its sha256 for the digest. A file changed since has another stamp: read again.
 @functools.lru_cache(maxsize=4096)
 def _text(stamp: tuple[Path, int, int]) -> str:

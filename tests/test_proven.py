@@ -14,27 +14,27 @@ ENV = {"python": "3.11", "java": "17", "cores": 2}
 @pytest.mark.parametrize(
     "lab,path,reads",
     [
-        ("lab13", "solutions/lab13/lab13.ipynb", True),
-        ("lab13", "labs/lab13/lab13.ipynb", True),
-        ("lab13", "staff/corpus/lab13.toml", True),
-        ("lab13", "selfcheck/checks/lab13.py", True),
-        ("lab1", "selfcheck/checks/lab13.py", False),  # lab1 is a prefix of lab13: not its file
-        ("lab13", "selfcheck/checks/lab1.py", False),
-        ("lab13", "labs/lab12/lab12.ipynb", False),
-        ("lab13", "staff/corpus/lab12.toml", False),
-        ("lab13", "selfcheck/checks/own_cluster.py", True),
-        ("lab13", "autograder/sandbox/jail.py", True),
-        ("lab13", "cluster/jars.lock.toml", True),
-        ("lab13", "requirements/dev.txt", True),
-        ("lab13", "datasets/flights-2013-01.csv.gz", True),
-        ("lab13", "tests/conftest.py", True),
-        ("lab13", "tests/autograder/test_selftest_capstone.py", True),
-        ("lab13", "tests/autograder/test_release.py", False),
-        ("lab13", "tests/layers.py", False),  # a new lab's layer entry proves nothing new of lab 13
-        ("lab13", "README.md", False),
-        ("lab13", "docs/capstone-rubric.md", False),
-        ("lab13", "bench/__main__.py", False),
-        ("lab13", "tests/proven/lab13.json", False),
+        ("lab14", "solutions/lab14/lab14.ipynb", True),
+        ("lab14", "labs/lab14/lab14.ipynb", True),
+        ("lab14", "staff/corpus/lab14.toml", True),
+        ("lab14", "selfcheck/checks/lab14.py", True),
+        ("lab1", "selfcheck/checks/lab14.py", False),  # lab1 is a prefix of lab14: not its file
+        ("lab14", "selfcheck/checks/lab1.py", False),
+        ("lab14", "labs/lab12/lab12.ipynb", False),
+        ("lab14", "staff/corpus/lab12.toml", False),
+        ("lab14", "selfcheck/checks/own_cluster.py", True),
+        ("lab14", "autograder/sandbox/jail.py", True),
+        ("lab14", "cluster/jars.lock.toml", True),
+        ("lab14", "requirements/dev.txt", True),
+        ("lab14", "datasets/flights-2013-01.csv.gz", True),
+        ("lab14", "tests/conftest.py", True),
+        ("lab14", "tests/autograder/test_selftest_capstone.py", True),
+        ("lab14", "tests/autograder/test_release.py", False),
+        ("lab14", "tests/layers.py", False),  # a new lab's layer entry proves nothing new of lab 14
+        ("lab14", "README.md", False),
+        ("lab14", "docs/capstone-rubric.md", False),
+        ("lab14", "bench/__main__.py", False),
+        ("lab14", "tests/proven/lab14.json", False),
     ],
 )
 def test_what_a_labs_gradings_read(lab, path, reads):
@@ -119,7 +119,7 @@ def test_a_solution_runs_proof_reads_its_own_lessons_and_the_test_not_the_others
     module.write_text(text)
     first = lessons_source("lab1", module)
     assert "one" in first and "two" not in first
-    module.write_text(text.replace('"lab2": [r"two"]', '"lab2": [r"two, changed"], "lab14": [r"new"]'))
+    module.write_text(text.replace('"lab2": [r"two"]', '"lab2": [r"two, changed"], "lab13": [r"new"]'))
     assert lessons_source("lab1", module) == first
     for change in ('[r"one"]', "return LESSONS[lab]"):
         module.write_text(text.replace(change, change + " + [1]"))

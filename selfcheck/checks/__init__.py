@@ -167,8 +167,8 @@ class Context:
     # None in a self-check (the student's own machine: nobody else's server to borrow).
     kernel_ports: Callable[[], set[int]] | None = None
     staff: list[str] | None = None  # notes for course staff only (the grading's hidden details)
-    # What only the course's grader holds, by name (autograder/grader_only.py: lab 14's own connector
-    # settings, which would be lab14-q1's answer in the kit). Empty in a self-check.
+    # What only the course's grader holds, by name (autograder/grader_only.py: lab 13's own connector
+    # settings, which would be lab13-q1's answer in the kit). Empty in a self-check.
     grader_only: dict[str, Any] = field(default_factory=dict)
     rng: random.Random = field(init=False)
     _admin: Any = field(default=None, init=False, repr=False)

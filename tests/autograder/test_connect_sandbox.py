@@ -1,5 +1,5 @@
 """A standalone Connect worker as a grader runs it (cluster/kafka_connect.py's grader mode, which
-lab 11's Connect part used until that part moved to lab 14; no check uses it now): inside a
+lab 11's Connect part used until that part moved to lab 13; no check uses it now): inside a
 grading sandbox, in a folder of the grader's that the kernel's sandbox never sees, with a REST
 API that answers only the grader. A submission can neither put a jar on its plugin path nor
 drive it."""

@@ -24,13 +24,13 @@ NO_COPY_POSSIBLE = {
     "lab7-q4": "the consumer reads seeded values the grader writes while it runs, through broker faults",
     "lab8-q3": "the grader's own seeded records, sent by the student's producer and read back from the brokers",
     "lab8-q4": "the grader's own seeded records; the rate and the bytes on disk are measured by the grader",
-    "lab13-q1": "the grader's own seeded departures, fed while it breaks brokers, read back from the brokers",
-    "lab13-q2": "where the brokers put the grader's own seeded departures, and in what order",
-    "lab13-q5": "the grader's own seeded version 2 fields (seconds, gate), read back from the brokers",
-    "lab13-q7": "the bytes the grader's own seeded departures take on the brokers' disks, measured by the grader",
-    "lab14-q3": "the grader's own seeded rows, applied by the student's sink from the grader's topic, read back from "
+    "lab14-q1": "the grader's own seeded departures, fed while it breaks brokers, read back from the brokers",
+    "lab14-q2": "where the brokers put the grader's own seeded departures, and in what order",
+    "lab14-q5": "the grader's own seeded version 2 fields (seconds, gate), read back from the brokers",
+    "lab14-q7": "the bytes the grader's own seeded departures take on the brokers' disks, measured by the grader",
+    "lab13-q3": "the grader's own seeded rows, applied by the student's sink from the grader's topic, read back from "
     "its file",
-    "lab14-q4": "the grader's own seeded column and rows, applied by the student's sink, read back from its file",
+    "lab13-q4": "the grader's own seeded column and rows, applied by the student's sink, read back from its file",
 }
 
 
