@@ -296,18 +296,18 @@ class Lab:
             for g in self.admin.list_groups(types_filter=["share"], states_filter=["Empty"])
             if in_namespace(self.namespace, str(g["group_id"]))
         ]
-        if not idle:
-            return []
-        result = self.admin.delete_groups(idle)  # {group: error} (kafka-python 3)
-        return [g for g, error in result.items() if getattr(error, "errno", 0) == 0]
+        return self._delete_groups(idle)
 
     def delete_my_groups(self) -> list[str]:
         """Delete every consumer group of your namespace (their committed offsets): a group
         with members still running cannot be deleted, and stays."""
-        mine = [g for g in group_ids(self.admin) if in_namespace(self.namespace, g)]
-        if not mine:
+        return self._delete_groups([g for g in group_ids(self.admin) if in_namespace(self.namespace, g)])
+
+    def _delete_groups(self, ids: list[str]) -> list[str]:
+        """Delete these groups; the ones the brokers deleted."""
+        if not ids:
             return []
-        result = self.admin.delete_groups(mine)  # {group: error} (kafka-python 3)
+        result = self.admin.delete_groups(ids)  # {group: error} (kafka-python 3)
         return [g for g, error in result.items() if getattr(error, "errno", 0) == 0]
 
 

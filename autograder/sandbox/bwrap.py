@@ -257,7 +257,7 @@ class Sandbox:
     workdir: Path
     readonly: tuple[Path, ...] = ()  # extra read-only files or folders (the release files)
     # extra folders it may write: a grader's folder given to one process the grader starts in the
-    # sandbox (lab 11's Connect worker), which the kernel's sandbox never sees
+    # sandbox (lab 13's Connect workers), which the kernel's sandbox never sees
     writable: tuple[Path, ...] = ()
     limits: Limits = field(default_factory=Limits)
     enabled: bool = True  # False: --no-sandbox (limits still apply)

@@ -156,7 +156,7 @@ class Context:
     sandbox: Any = None
     env: dict[str, str] | None = None
     logdir: Path | None = None  # the grader's own folder for scripts' logs (outside the sandbox)
-    # A folder of the grader's for files a check makes and reads back (lab 11's Connect worker):
+    # A folder of the grader's for files a check makes and reads back (lab 13's Connect workers):
     # outside the working folder, so nothing the student's code left can be in it; only a process
     # the check starts with ctx.sandbox.with_writable(...) may write there. None in a self-check.
     private_dir: Path | None = None

@@ -128,11 +128,13 @@ POLICY = LabPolicy(
     + STUDENT_EXTRA_S
     + 4 * SINK_DEADLINE_S
     + 2 * GROUP_EMPTY_S,
-    # two Connect JVMs, PostgreSQL and the sink beside the kernel: about 16 CPU s a grading of its
-    # own processes (the self-test's 11 in 542 s, two at a time), 1.8 GB at its peak with the brokers
+    # two Connect JVMs, PostgreSQL and the sink beside the kernel: 11-16 CPU s a grading of its own
+    # processes over 40-135 s, mostly waiting (on the snapshot, a moved task, a killed member's
+    # session), 1.8 GB at its peak with the brokers. Four at once: the self-test's 15 in 338 s,
+    # every score the corpus's, the machine 43% busy (two at a time: about 14 minutes; November 2026)
     sandbox_processes=512,
-    grading_cores=1.0,
-    gradings_at_once=2,
+    grading_cores=0.5,
+    gradings_at_once=4,
     postgres=True,
 )
 IN_SANDBOX = ("sink_table",)

@@ -1,7 +1,8 @@
 """The self-test of the labs whose gradings start programs for the student's work (lab 9: two Spark
-drivers, lab 11: a Kafka Connect worker, twice, lab 12: three stream apps, one started twice), the
-`heavy` layer of the suite (`make test-heavy`, which CI runs after `make test`): each takes both
-cores for tens of seconds, so they are graded two at a time, on a machine that does nothing else,
+drivers, lab 12: three stream apps, one started twice, lab 13: PostgreSQL and two Connect workers;
+lab 11 stays here since its Connect part left), the `heavy` layer of the suite (`make test-heavy`,
+which CI runs after `make test`): they keep cores busy for tens of seconds, so they are graded by
+their cost (tests/layers.py, each lab's POLICY), on a machine that does nothing else,
 instead of beside the other labs' time-sensitive checks. Same rules as test_selftest.py: every case
 its exact score, nothing left behind."""
 
