@@ -5,7 +5,7 @@ Each lab declares in its checks' policy how many cores one of its gradings keeps
 admits the next grading while the running gradings' cores and its own fit in the cores it was
 given, so a light lab's gradings (mostly waiting on polls and deadlines) run many at once and a
 Spark or own-cluster grading runs within the cores; a lab's `gradings_at_once` caps it further
-(memory: lab 14's own cluster). Nothing running: the next grading is admitted whatever it costs.
+(memory: lab 15's own cluster). Nothing running: the next grading is admitted whatever it costs.
 Used by grade-all and the self-test."""
 
 from __future__ import annotations

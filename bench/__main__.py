@@ -198,9 +198,9 @@ PEAK_MEMORY_TARGET_MB = {
     "lab9": 3072.0,
     "lab10": 3072.0,
     "lab12": 2048.0,
-    "lab14": 3072.0,
+    "lab15": 3072.0,
     "lab13": 2560.0,
-}  # lab 12: measured 1,058 MB; lab 14: a second cluster and a Spark job; lab 13: 1,790 MB (PostgreSQL, two Connect JVMs)
+}  # lab 12: measured 1,058 MB; lab 15: a second cluster and a Spark job; lab 13: 1,790 MB (PostgreSQL, two Connect JVMs)
 GRADER_MEMORY_TARGET_MB = 500.0  # the grader's own process, whatever the submission (issue 41: bounded inputs)
 
 
@@ -334,7 +334,7 @@ def bench_heavy_class(size: int, lab: str) -> list[tuple]:
 # a cluster of its own and kills brokers), lab 9 120 s (Spark starts twice), lab 10 90 s (one
 # Spark driver, three parts that run queries on it), lab 11 20 s (30 while it started a Connect
 # worker; since that part moved to lab 13 its gradings take 5-14 s, several at once), lab 12 60 s
-# (two stream apps, one killed and started again), lab 14 120 s (a cluster of its own, the student's
+# (two stream apps, one killed and started again), lab 15 120 s (a cluster of its own, the student's
 # Spark job started twice, the faults between them), lab 13 120 s (PostgreSQL, two Connect workers,
 # one killed, the student's sink four times); the issues that made each lab set these.
 GRADING_TARGET_S = {
@@ -344,7 +344,7 @@ GRADING_TARGET_S = {
     "lab9": 120.0,
     "lab10": 90.0,
     "lab12": 60.0,
-    "lab14": 120.0,
+    "lab15": 120.0,
     "lab13": 120.0,
 }
 DEFAULT_GRADING_TARGET_S = 20.0
@@ -511,7 +511,7 @@ def main(argv=None) -> int:
         "--class-jobs", type=int, help="grade-all's jobs for it (default: grade-all's, by the lab's grading cost)"
     )
     p.add_argument("--heavy-class-size", type=int, default=20, help="submissions of the heavy class (default 20)")
-    p.add_argument("--heavy-class-lab", default="lab14", help="the heavy class's lab (default lab14)")
+    p.add_argument("--heavy-class-lab", default="lab15", help="the heavy class's lab (default lab15)")
     p.add_argument("--labs", nargs="*", help="grade only these labs (default: all)")
     p.add_argument(
         "--students",

@@ -5,7 +5,7 @@ classpath has its nodes write which (`-XX:DumpLoadedClassList`, a file in each n
 the first `down` after that makes them into an archive in the jars cache; every later broker
 start maps that archive instead of reading, parsing and verifying the classes again. Three
 fault-tolerant brokers up and down took 13.4 CPU-s without it and 9.2 with it (measured, JDK 17,
-2 cores), 40-46 s of wall time against 19-22 s on a busy machine: labs 7 and 14 start a cluster
+2 cores), 40-46 s of wall time against 19-22 s on a busy machine: labs 7 and 15 start a cluster
 per grading, the tests one per worker, a student one per `make up`.
 
 Only ever an optimisation: with no archive, or one the JVM refuses (`-Xshare:auto`), a broker

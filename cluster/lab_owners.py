@@ -1,5 +1,5 @@
 """Whose are your topics, and is that lab still running? What start_lab() asks before it clears
-your namespace, so that lab 14's first cell does not delete the topics of lab 12's open kernel.
+your namespace, so that lab 15's first cell does not delete the topics of lab 12's open kernel.
 
 Kafka's topic names do not say which lab made them ("<namespace>.flights" is lab 2's, 9's, 10's
 and 12's), so the kit keeps two small records, per namespace, in the user's cache folder:

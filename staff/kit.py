@@ -33,7 +33,7 @@ COPIED = (
     "requirements/hub.txt",
     "docker-compose.yml",
     ".gitignore",
-    "docs/capstone-rubric.md",  # how the capstone's design note is graded: lab 14's brief points to it
+    "docs/capstone-rubric.md",  # how the capstone's design note is graded: lab 15's brief points to it
 )
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*_pb2*.py", "*.egg-info")
 
@@ -115,7 +115,7 @@ Work through the labs (`labs/lab1`, `labs/lab2`, ...) in order. Run each noteboo
 graded part has a test cell right below it, `grade("lab1-q2")`, that checks your work
 against the live cluster and says what it expected, what it found and what to try. Your
 course grades the notebook you hand in the same way, in a fresh kernel. The capstone's
-design note (lab 14) is graded by your instructor, by the rubric in `docs/capstone-rubric.md`.
+design note (lab 15) is graded by your instructor, by the rubric in `docs/capstone-rubric.md`.
 
 `make lab` starts JupyterLab with the settings in `jupyter/`, which hide nbgrader's instructor
 menus (Formgrader, Create Assignment); a hub gives student servers the same with

@@ -59,7 +59,7 @@ HEAVY = {
     "November 2026); its solution run about 3.5 minutes",
 }
 CAPSTONE = {
-    "lab14": "a three-broker cluster of the grading's own, the student's Spark job started twice, brokers stopped and "
+    "lab15": "a three-broker cluster of the grading's own, the student's Spark job started twice, brokers stopped and "
     "killed: 21 gradings, 56 CPU s each (before the class archives), two at a time",
 }
 

@@ -1,6 +1,6 @@
 """Proofs a full run recorded: a lab's self-test, passed on exactly these inputs, is not graded again.
 
-A lab's self-test grades its whole corpus (tens of gradings; lab 14's take a quarter of an hour).
+A lab's self-test grades its whole corpus (tens of gradings; lab 15's take a quarter of an hour).
 When every one of them passes, the run writes `tests/proven/<lab>.json`: a digest of every file
 those gradings read and of the machine's Python and Java, and what each grading scored. A later
 run whose digest is the same has nothing new to prove for that lab: its cases are reported as

@@ -14,27 +14,27 @@ ENV = {"python": "3.11", "java": "17", "cores": 2}
 @pytest.mark.parametrize(
     "lab,path,reads",
     [
-        ("lab14", "solutions/lab14/lab14.ipynb", True),
-        ("lab14", "labs/lab14/lab14.ipynb", True),
-        ("lab14", "staff/corpus/lab14.toml", True),
-        ("lab14", "selfcheck/checks/lab14.py", True),
-        ("lab1", "selfcheck/checks/lab14.py", False),  # lab1 is a prefix of lab14: not its file
-        ("lab14", "selfcheck/checks/lab1.py", False),
-        ("lab14", "labs/lab12/lab12.ipynb", False),
-        ("lab14", "staff/corpus/lab12.toml", False),
-        ("lab14", "selfcheck/checks/own_cluster.py", True),
-        ("lab14", "autograder/sandbox/jail.py", True),
-        ("lab14", "cluster/jars.lock.toml", True),
-        ("lab14", "requirements/dev.txt", True),
-        ("lab14", "datasets/flights-2013-01.csv.gz", True),
-        ("lab14", "tests/conftest.py", True),
-        ("lab14", "tests/autograder/test_selftest_capstone.py", True),
-        ("lab14", "tests/autograder/test_release.py", False),
-        ("lab14", "tests/layers.py", False),  # a new lab's layer entry proves nothing new of lab 14
-        ("lab14", "README.md", False),
-        ("lab14", "docs/capstone-rubric.md", False),
-        ("lab14", "bench/__main__.py", False),
-        ("lab14", "tests/proven/lab14.json", False),
+        ("lab15", "solutions/lab15/lab15.ipynb", True),
+        ("lab15", "labs/lab15/lab15.ipynb", True),
+        ("lab15", "staff/corpus/lab15.toml", True),
+        ("lab15", "selfcheck/checks/lab15.py", True),
+        ("lab1", "selfcheck/checks/lab15.py", False),  # lab1 is a prefix of lab15: not its file
+        ("lab15", "selfcheck/checks/lab1.py", False),
+        ("lab15", "labs/lab12/lab12.ipynb", False),
+        ("lab15", "staff/corpus/lab12.toml", False),
+        ("lab15", "selfcheck/checks/own_cluster.py", True),
+        ("lab15", "autograder/sandbox/jail.py", True),
+        ("lab15", "cluster/jars.lock.toml", True),
+        ("lab15", "requirements/dev.txt", True),
+        ("lab15", "datasets/flights-2013-01.csv.gz", True),
+        ("lab15", "tests/conftest.py", True),
+        ("lab15", "tests/autograder/test_selftest_capstone.py", True),
+        ("lab15", "tests/autograder/test_release.py", False),
+        ("lab15", "tests/layers.py", False),  # a new lab's layer entry proves nothing new of lab 15
+        ("lab15", "README.md", False),
+        ("lab15", "docs/capstone-rubric.md", False),
+        ("lab15", "bench/__main__.py", False),
+        ("lab15", "tests/proven/lab15.json", False),
     ],
 )
 def test_what_a_labs_gradings_read(lab, path, reads):

@@ -1,5 +1,5 @@
 """The grading's own three-broker cluster (cluster/own.py), for the labs whose checks stop and kill
-brokers while the student's code runs (labs 7 and 14; their POLICY has own_cluster=True): the
+brokers while the student's code runs (labs 7 and 15; their POLICY has own_cluster=True): the
 cluster, its admin client asked again through a broker's death, and brokers stopped and started
 with the waits that say the cluster has noticed."""
 

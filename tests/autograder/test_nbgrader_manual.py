@@ -1,5 +1,5 @@
 """The kit's one part graded by people, through nbgrader end to end: the capstone's design note
-(`lab14-design`, a markdown answer cell). A student fetches lab 14, writes the note and nothing
+(`lab15-design`, a markdown answer cell). A student fetches lab 15, writes the note and nothing
 else, and submits; the instructor collects and autogrades (the grader's sandboxed capstone run
 scores the automatic parts, 0 here, and leaves the note for a person), grades the note as the
 formgrader does, and releases feedback; the student's feedback shows the note, its score and the
@@ -19,8 +19,8 @@ from nbgrader_course import released, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.capstone]
 
-LAB, STUDENT = "lab14", "ada"
-NOTE_PART = "lab14-design"
+LAB, STUDENT = "lab15", "ada"
+NOTE_PART = "lab15-design"
 COMMENT = "Durability, order and state argued well; say what a departure later than 30 minutes meets."
 NOTE = "Events topic: 6 partitions keyed by origin, so one airport's departures stay in order."
 
@@ -79,4 +79,4 @@ def test_a_manually_graded_note_goes_through_autograde_formgrader_feedback_and_e
     assert COMMENT in html, "the grader's comment"
     most = float(manual[NOTE_PART])
     assert f"{given} / {most}" in html or f"{given:g} / {most:g}" in html, "the note's score"
-    assert "lab14-q3" in html and "producer.py" in html, "the automatic parts' messages beside it"
+    assert "lab15-q3" in html and "producer.py" in html, "the automatic parts' messages beside it"

@@ -126,9 +126,9 @@ def test_a_part_graded_by_people_is_named_and_not_scored():
     assert "lab0-design  by the instructor: -/4" in r.table()
     from autograder.pipeline import graded_parts, manual_parts
 
-    lab14 = nbformat.read(SOLUTIONS / "lab14" / "lab14.ipynb", as_version=4)
-    assert manual_parts(lab14) == {"lab14-design": 2.0}
-    assert "lab14-design" not in graded_parts(lab14)
+    lab15 = nbformat.read(SOLUTIONS / "lab15" / "lab15.ipynb", as_version=4)
+    assert manual_parts(lab15) == {"lab15-design": 2.0}
+    assert "lab15-design" not in graded_parts(lab15)
 
 
 def test_gradescope_results_show_parts_and_hide_staff_details():

@@ -347,63 +347,63 @@ def test_lab2_means_on_a_half_cent_take_either_rounding_and_nothing_further():
     assert not same_delays({"JFK": 119.475, "LGA": 1.0}, exact) and not same_delays({"JFK": "119.47"}, exact)
 
 
-def test_lab14s_day_cannot_be_read_off_the_public_dataset():
-    """A board worked out from datasets/ (CI once saw it pass lab14-q4: the grader's day was the
+def test_lab15s_day_cannot_be_read_off_the_public_dataset():
+    """A board worked out from datasets/ (CI once saw it pass lab15-q4: the grader's day was the
     public day plus a few made-up planes, and the late hours had none of them)."""
     from collections import Counter
 
     from cluster.lab import departures
-    from selfcheck.checks import lab14
+    from selfcheck.checks import lab15
 
     for seed in range(25):
-        day = lab14.graders_day(SimpleNamespace(rng=random.Random(seed)))
-        truth = lab14.expected_hours(day, {e["id"] for e in day.events})
+        day = lab15.graders_day(SimpleNamespace(rng=random.Random(seed)))
+        truth = lab15.expected_hours(day, {e["id"] for e in day.events})
         public = departures(day=int(day.events[0]["dep_time"][8:10]))
         left = Counter((f["origin"], f["dep_time"][:13]) for f in public)
-        delayed = Counter((f["origin"], f["dep_time"][:13]) for f in public if f["dep_delay"] >= lab14.DELAYED_MIN)
+        delayed = Counter((f["origin"], f["dep_time"][:13]) for f in public if f["dep_delay"] >= lab15.DELAYED_MIN)
         right = {k for k, v in truth.items() if (left[k], delayed[k]) == v}
-        late_hours = {(e["origin"], lab14.hour_of(e)) for e in day.events if e["id"] in day.late}
+        late_hours = {(e["origin"], lab15.hour_of(e)) for e in day.events if e["id"] in day.late}
         assert late_hours and not late_hours <= right, f"seed {seed}: the public day gets every late hour right"
         assert len(right) <= 0.25 * len(truth), (
             f"seed {seed}: the public day gets {len(right)} of {len(truth)} hours right"
         )
 
 
-def test_lab14s_burst_comes_at_an_hours_start_after_version_2s_sample():
-    """The burst (lab14-q6) lands in the run's last part, after at least BURST_AFTER departures of
-    version 2 (the storage's sample, lab14-q7) and before the day's last ones, in one hour."""
-    from selfcheck.checks import lab14
+def test_lab15s_burst_comes_at_an_hours_start_after_version_2s_sample():
+    """The burst (lab15-q6) lands in the run's last part, after at least BURST_AFTER departures of
+    version 2 (the storage's sample, lab15-q7) and before the day's last ones, in one hour."""
+    from selfcheck.checks import lab15
 
     for seed in range(10):
-        day = lab14.graders_day(SimpleNamespace(rng=random.Random(seed)))
+        day = lab15.graders_day(SimpleNamespace(rng=random.Random(seed)))
         base = [e for e in day.events if e["id"] not in day.burst]
-        before = {e["id"] for e in base[: len(base) // 2 + int(lab14.FEED_PER_S * lab14.FROZEN_S)]}
+        before = {e["id"] for e in base[: len(base) // 2 + int(lab15.FEED_PER_S * lab15.FROZEN_S)]}
         rest = [e for e in day.events if e["id"] not in before]
         at = [i for i, e in enumerate(rest) if e["id"] in day.burst]
-        assert len(day.burst) == len(at) == lab14.BURST_N and at == list(range(at[0], at[0] + lab14.BURST_N))
-        assert at[0] >= lab14.BURST_AFTER, f"seed {seed}: {at[0]} departures before the burst"
+        assert len(day.burst) == len(at) == lab15.BURST_N and at == list(range(at[0], at[0] + lab15.BURST_N))
+        assert at[0] >= lab15.BURST_AFTER, f"seed {seed}: {at[0]} departures before the burst"
         assert len(rest) - at[-1] > 10 + len(day.closing), f"seed {seed}: the burst is at the day's end"
         assert {e["dep_time"][:13] for e in rest if e["id"] in day.burst} == {day.burst_hour[:13]}
-        assert len({e["tailnum"] for e in day.events if e["id"] in day.burst}) == lab14.BURST_N
+        assert len({e["tailnum"] for e in day.events if e["id"] in day.burst}) == lab15.BURST_N
 
 
-def test_lab14_latency_runs_from_an_hour_being_due_to_its_first_right_record():
+def test_lab15_latency_runs_from_an_hour_being_due_to_its_first_right_record():
     import json
     import math
 
-    from selfcheck.checks import lab14
+    from selfcheck.checks import lab15
 
-    day = lab14.graders_day(SimpleNamespace(rng=random.Random(3)))
+    day = lab15.graders_day(SimpleNamespace(rng=random.Random(3)))
     ids = {e["id"] for e in day.events}
-    r = lab14.Run(day, "ns.events", "ns.board", in_topic=[(0, n, i) for n, i in enumerate(sorted(ids))])
+    r = lab15.Run(day, "ns.events", "ns.board", in_topic=[(0, n, i) for n, i in enumerate(sorted(ids))])
     r.given_at = {e["id"]: float(n) for n, e in enumerate(day.events)}  # one a second, in the feed's order
-    truth = lab14.expected_hours(day, ids)
+    truth = lab15.expected_hours(day, ids)
     keys = sorted(k for k in truth if k[1] < day.burst_hour[:13])[-3:]
 
     def due(key):
-        end = lab14.when(key[1] + ":00:00Z") + lab14.timedelta(hours=1, minutes=lab14.LATENESS_MIN)
+        end = lab15.when(key[1] + ":00:00Z") + lab15.timedelta(hours=1, minutes=lab15.LATENESS_MIN)
         return min(
-            r.given_at[e["id"]] for e in day.events if e["origin"] == key[0] and lab14.when(e["dep_time"]) >= end
+            r.given_at[e["id"]] for e in day.events if e["origin"] == key[0] and lab15.when(e["dep_time"]) >= end
         )
 
     def record(key, counts, at):
@@ -419,35 +419,35 @@ def test_lab14_latency_runs_from_an_hour_being_due_to_its_first_right_record():
         record(a, truth[a], due(a) + 9),  # a repeat: the first right one counts
     ]
     r.measured_from = due(a) - 0.5
-    lat = lab14.latencies(r)
+    lat = lab15.latencies(r)
     assert lat[a] == 2.5 and lat[b] == 20 and lat[c] == math.inf
     assert all(due(k) >= r.measured_from for k in lat), "an hour due before the measure counted"
-    assert lab14.percentile(list(lat.values()), 99) == math.inf
-    assert lab14.percentile([float(n) for n in range(1, 101)], 99) == 99
-    assert lab14.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
+    assert lab15.percentile(list(lat.values()), 99) == math.inf
+    assert lab15.percentile([float(n) for n in range(1, 101)], 99) == 99
+    assert lab15.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
 
 
-def test_lab14_storage_judges_the_costlier_window_and_the_fullest_partition(tmp_path):
-    """lab14-q7: a producer that compresses its first departures and not the burst is judged by the
+def test_lab15_storage_judges_the_costlier_window_and_the_fullest_partition(tmp_path):
+    """lab15-q7: a producer that compresses its first departures and not the burst is judged by the
     burst; retention.bytes must hold the fullest partition's share, not an even one."""
     import pytest
 
-    from selfcheck.checks import CheckFailed, lab14
+    from selfcheck.checks import CheckFailed, lab15
 
-    day = lab14.graders_day(SimpleNamespace(rng=random.Random(4)))
+    day = lab15.graders_day(SimpleNamespace(rng=random.Random(4)))
     before = [e["id"] for e in day.events[:200]]
     after = [e["id"] for e in day.events[200:1200]]
 
     def graded(at_start, before_burst, at_end, partitions, retention_bytes="-1"):
-        r = lab14.Run(day, "ns.events", "ns.board")
+        r = lab15.Run(day, "ns.events", "ns.board")
         r.storage_sample, r.given_as_v2 = before, before + after
         r.in_topic = [(partitions(n), n, i) for n, i in enumerate(before + after)]
         r.disk_at_start, r.disk_before_burst, r.disk_at_end = at_start, before_burst, at_end
         r.events_config = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": retention_bytes}
         r.replicas, r.events_partitions = 3, 2
         ctx = SimpleNamespace(namespace="ns", seed=1, workdir=tmp_path, sandbox=object(), scratch={})
-        ctx.scratch[("lab14-run", "ns", 1, "")] = r  # one run a grading, whatever the kernel writes later
-        return lab14.storage(ctx)
+        ctx.scratch[("lab15-run", "ns", 1, "")] = r  # one run a grading, whatever the kernel writes later
+        return lab15.storage(ctx)
 
     even = lambda n: n % 2
     assert graded(0, 200 * 200, 200 * 200 + 1000 * 150, even).startswith("200 bytes a departure")
@@ -567,13 +567,13 @@ def test_lab9_reads_sparks_own_account_of_the_job_with_bounds(tmp_path, monkeypa
         lab9.spark_events(tmp_path, logs)
 
 
-def test_lab14_a_flood_of_claims_keeps_only_the_days_ids(tmp_path):
+def test_lab15_a_flood_of_claims_keeps_only_the_days_ids(tmp_path):
     """The producer's "acked" lines are read in chunks; a claim of an id the day does not have is
     counted, never kept, and a line longer than any claim is not held whole: 64 MiB of claims cost
     the grader no more memory than the day's ids."""
     from types import SimpleNamespace
 
-    from selfcheck.checks import lab14
+    from selfcheck.checks import lab15
 
     day = SimpleNamespace(events=[{"id": f"2013-01-05 ZZ{n} EWR"} for n in range(100)])
     log = tmp_path / "producer.log"
@@ -581,7 +581,7 @@ def test_lab14_a_flood_of_claims_keeps_only_the_days_ids(tmp_path):
     flood = "".join(f"acked 2013-01-05 XX{n} EWR\n" for n in range(200_000))
     garbage = "y" * (3 * 2**20) + "\n"  # a line longer than a chunk: skipped, never held whole
     log.write_text(flood + garbage + real + "acked 2013-01-05 ZZ3 EWR")
-    feeder = object.__new__(lab14.Feeder)
+    feeder = object.__new__(lab15.Feeder)
     feeder.day, feeder.known, feeder.unknown_claims, feeder.earlier = day, {e["id"] for e in day.events}, 0, set()
     feeder.run = SimpleNamespace(log=log, proc=SimpleNamespace(poll=lambda: 0))
     feeder._reset()

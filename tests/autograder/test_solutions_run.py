@@ -356,19 +356,19 @@ LESSONS = {
         r"micro-batch: 1\.zip 2\.zip 3\.zip 4\.zip",
         r"the two engines' counts equal, carrier by carrier \(14 carriers\): True",  # quixstreams' and Spark's
     ],
-    "lab14": [
+    "lab15": [
         # the rehearsal: the first hours on the board, each equal to the data; then every hour of
         # the data on the board with its counts (the closing departures close the last one too)
         r"\w{3} \S+:00  board: (\d+) left, (\d+) delayed   data: \1 left, \2 delayed\n"
         r"\w{3} \S+:00  board: (\d+) left, (\d+) delayed   data: \3 left, \4 delayed\n",
         r"\n(\d+) airport-hours in the data, \1 on the board, \1 of them with the data's counts \(\d+ s\)\n",
-        r"lab14-q1 passed",
-        r"lab14-q2 passed",
-        r"lab14-q3 passed",
-        r"lab14-q4 passed",
-        r"lab14-q5 passed",
-        r"lab14-q6 passed",
-        r"lab14-q7 passed",
+        r"lab15-q1 passed",
+        r"lab15-q2 passed",
+        r"lab15-q3 passed",
+        r"lab15-q4 passed",
+        r"lab15-q5 passed",
+        r"lab15-q6 passed",
+        r"lab15-q7 passed",
     ],
     "lab13": [
         r"PostgreSQL 1[4-9][.\d]* .*\| wal_level = logical",

@@ -43,12 +43,12 @@ def cache(tmp_path, monkeypatch):
 def test_a_running_lab_is_seen_until_its_process_ends(cache):
     kernel = a_process_running("lab12")
     try:
-        assert lab_owners.running(NS, besides="lab14") == {"lab12": [kernel.pid]}
+        assert lab_owners.running(NS, besides="lab15") == {"lab12": [kernel.pid]}
         assert lab_owners.running(NS, besides="lab12") == {}  # a lab's own leftovers are its own to clear
     finally:
         kernel.kill()
         kernel.wait()
-    assert lab_owners.running(NS, besides="lab14") == {}
+    assert lab_owners.running(NS, besides="lab15") == {}
 
 
 def test_a_reused_pid_is_not_the_lab(cache):
@@ -93,13 +93,13 @@ def test_start_lab_keeps_a_running_labs_topics_and_names_whose_it_removes(cluste
     kernel = a_process_running("lab12", then=made, env=dict(os.environ))
     try:
         start_lab("lab11", clean=False).fresh_topic("flights", 1)
-        start_lab("lab14")
+        start_lab("lab15")
         said = capsys.readouterr().out
         assert "removed 1 old topic(s) of lab11" in said, said
         assert f"kept 1 topic(s) of lab12, still running (pid {kernel.pid}): counts" in said, said
         kernel.kill()
         kernel.wait()
-        start_lab("lab14")
+        start_lab("lab15")
         assert "removed 1 old topic(s) of lab12" in capsys.readouterr().out
     finally:
         kernel.kill()

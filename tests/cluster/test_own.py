@@ -57,7 +57,7 @@ def acls(admin, principal: str | None):
 
 @pytest.mark.cluster
 def test_a_gradings_login_lists_no_users_and_no_acls(tmp_path, monkeypatch):
-    """Issue 41: on a grading's own cluster (labs 7 and 14) the grading's login has its namespace
+    """Issue 41: on a grading's own cluster (labs 7 and 15) the grading's login has its namespace
     and nothing cluster-wide (Kafka's cluster DESCRIBE would also list every user and ACL); what
     the labs' graded cells and scripts do with it still works."""
     ns = f"own-{uuid.uuid4().hex[:6]}"
@@ -125,7 +125,7 @@ def test_a_gradings_login_lists_no_users_and_no_acls(tmp_path, monkeypatch):
         transactional.send(topic, b"in a transaction")
         transactional.commit_transaction()
         transactional.close()
-        # ... and the checks ask as the cluster's admin what the login may not (lab 14's storage)
+        # ... and the checks ask as the cluster's admin what the login may not (lab 15's storage)
         with grading.cluster.admin() as root:
             assert all(a["log_dirs"] for a in root.describe_log_dirs(brokers=[1, 2, 3]))
             assert TopicPartition(topic, 0) not in root.list_partition_reassignments()

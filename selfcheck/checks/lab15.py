@@ -1,4 +1,4 @@
-"""Lab 14, the capstone: an operations board of the student's own design, graded end to end
+"""Lab 15, the capstone: an operations board of the student's own design, graded end to end
 under faults.
 
 The student delivers three scripts and the choices inside them (partitions, replicas, keys, acks,
@@ -30,23 +30,23 @@ The run (`pipeline_run`, once per grading; every part reads what it measured):
 The truth is the grader's own: a seeded share of a day of January 2013 with its delays dealt out
 again, plus made-up planes (ZZ) that fly from every airport; which departures come late, where, is
 drawn from the seed too. The board is compared with the departures that are in EVENTS (the
-producer's part is judged by lab14-q1), by their ids, so a board worked out from the public
+producer's part is judged by lab15-q1), by their ids, so a board worked out from the public
 dataset cannot match: nearly every hour has other counts.
 
-- lab14-q1 durable: with a broker stopped, writes go on; no acknowledged departure is lost;
-- lab14-q2 in order: each plane's departures in one partition, in the order they were reported;
-- lab14-q3 exactly once: every hour on the board in time, once final, with its right counts
+- lab15-q1 durable: with a broker stopped, writes go on; no acknowledged departure is lost;
+- lab15-q2 in order: each plane's departures in one partition, in the order they were reported;
+- lab15-q3 exactly once: every hour on the board in time, once final, with its right counts
   (repeats of the same counts are harmless: the board is read as a table), after the job's crash;
-- lab14-q4 late departures: the hours that got late departures count them;
-- lab14-q5 a compatible upgrade: every record still reads as version 1 (a reader of the
+- lab15-q4 late departures: the hours that got late departures count them;
+- lab15-q5 a compatible upgrade: every record still reads as version 1 (a reader of the
   dashboard team's), and version 2's records carry its new fields;
-- lab14-q6 fresh: from version 2's first acknowledgement on, each hour on the board with its right
+- lab15-q6 fresh: from version 2's first acknowledgement on, each hour on the board with its right
   counts within 15 s of being due (a departure 30 minutes past its end given), at the 99th
   percentile, the hours after the burst among them; and every hour due before late departures
   on the board within 30 s (a job that writes at the end of the stream, or not at all after its
-  crash, fails here; the hours still open when the job was killed are lab14-q3's, which judges
+  crash, fails here; the hours still open when the job was killed are lab15-q3's, which judges
   whether the crash changed them, so that this part does not depend on where the kill landed);
-- lab14-q7 storage: the events topic keeps departures a week, and they take at most 300 bytes
+- lab15-q7 storage: the events topic keeps departures a week, and they take at most 300 bytes
   each on the brokers' disks, every replica counted (measured on version 2's first departures).
 """
 
@@ -208,8 +208,8 @@ def graders_day(ctx: Context) -> Day:
         late.update({e["id"]: int((reached - when(e["dep_time"])).total_seconds() // 60) for e in held})
     # The burst: BURST_N made-up departures (ZY, one plane each, from the three airports) in the
     # first 10 minutes of a seeded hour of the run's last part, given at once: the hours due just
-    # after it show how fast the job catches up (lab14-q6). Before it, at least BURST_AFTER
-    # departures of version 2, on which the storage is measured (lab14-q7).
+    # after it show how fast the job catches up (lab15-q6). Before it, at least BURST_AFTER
+    # departures of version 2, on which the storage is measured (lab15-q7).
     rest_start = (len(order) + len(closing)) // 2 + int(FEED_PER_S * FROZEN_S)  # as _faults splits the day
 
     def burst_at(h: datetime) -> int:
@@ -281,8 +281,8 @@ class Run:
     not_in_time: list[str] = field(default_factory=list)  # hours due on the board that were not there
     late_hours: list[tuple[str, str]] = field(default_factory=list)  # the (airport, hour) of not_in_time
     # Hours with departures given before the job was killed and not yet on the board then: what the
-    # job held in its state at the crash. Whether it kept them is lab14-q3's (a crash changes nothing),
-    # not lab14-q6's: how many there are depends on where the kill landed, not on the job's speed.
+    # job held in its state at the crash. Whether it kept them is lab15-q3's (a crash changes nothing),
+    # not lab15-q6's: how many there are depends on where the kill landed, not on the job's speed.
     open_at_kill: set[tuple[str, str]] = field(default_factory=set)
     job_starts: int = 0
     job_exits: list[str] = field(default_factory=list)
@@ -477,7 +477,7 @@ def own_view(ctx: Context) -> Context:
 class BoardWatch:
     """Every committed record of the board as it comes, with the moment the grader saw it: a thread
     that reads from the start until closed. A compacted board keeps only each hour's latest value;
-    what it showed before is judged too (lab14-q3), and when (lab14-q6)."""
+    what it showed before is judged too (lab15-q3), and when (lab15-q6)."""
 
     def __init__(self, view: Context, topic: str):
         self.view, self.topic = view, topic
@@ -564,7 +564,7 @@ def pipeline_run(ctx: Context) -> Run:
     """The run, once per grading (ctx.scratch), of the grader's copy of the scripts (taken at the
     first part: a script the kernel rewrites between parts is not run again); in a self-check,
     once per version of the scripts."""
-    key = ("lab14-run", ctx.namespace, ctx.seed, frozen(ctx).digest() if ctx.sandbox is None else "")
+    key = ("lab15-run", ctx.namespace, ctx.seed, frozen(ctx).digest() if ctx.sandbox is None else "")
     found = ctx.scratch.get(key) or (_runs.get(key) if ctx.sandbox is None else None)
     if found is None:
         try:
@@ -885,7 +885,7 @@ def _caught_up(r: Run, job: Job, view: Context, given: set[str]) -> None:
     for e in r.day.events:
         if e["id"] in given:
             latest[e["origin"]] = max(latest.get(e["origin"], when(e["dep_time"])), when(e["dep_time"]))
-    # (not the hours open when the job was killed: whether it kept them is lab14-q3's)
+    # (not the hours open when the job was killed: whether it kept them is lab15-q3's)
     due = {
         k
         for k in expected_hours(r.day, {e["id"] for e in r.day.events})
@@ -958,7 +958,7 @@ def _read_events(view: Context, r: Run) -> None:
 
 
 # --- the parts -------------------------------------------------------------------------------------
-@check("lab14-q1")
+@check("lab15-q1")
 def durable(ctx: Context) -> str:
     """with a broker stopped the writes go on, and no acknowledged departure is lost when a leader dies"""
     r = pipeline_run(ctx)
@@ -1012,7 +1012,7 @@ def durable(ctx: Context) -> str:
     )
 
 
-@check("lab14-q2")
+@check("lab15-q2")
 def in_order(ctx: Context) -> str:
     """each plane's departures in one partition, in the order they were reported"""
     r = pipeline_run(ctx)
@@ -1150,7 +1150,7 @@ def _job_ran(r: Run) -> None:
     )
 
 
-@check("lab14-q3")
+@check("lab15-q3")
 def exactly_once(ctx: Context) -> str:
     """every hour on the board once final, with its right counts, through the job's crash"""
     r = pipeline_run(ctx)
@@ -1193,7 +1193,7 @@ def exactly_once(ctx: Context) -> str:
     return f"{checked} hours, each right, through a crash of the job ({r.job_starts} starts)"
 
 
-@check("lab14-q4")
+@check("lab15-q4")
 def late_counted(ctx: Context) -> str:
     """the hours that got late departures count them"""
     r = pipeline_run(ctx)
@@ -1221,7 +1221,7 @@ V1_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
-@check("lab14-q5")
+@check("lab15-q5")
 def compatible_upgrade(ctx: Context) -> str:
     """after the upgrade to version 2, every record still reads as version 1, and carries version 2's fields"""
     r = pipeline_run(ctx)
@@ -1262,11 +1262,11 @@ def latencies(r: Run) -> dict[tuple[str, str], float]:
     watermark for all airports, or windows that close per airport); only hours
     due once version 2's producer had acknowledged a departure count (before, the grader was
     breaking things). For an hour with late departures, its count without them is right too (that
-    they count is lab14-q4's)."""
+    they count is lab15-q4's)."""
     in_topic = {i for _, _, i in r.in_topic}
     truth = expected_hours(r.day, in_topic)
     without_late = expected_hours(r.day, in_topic - set(r.day.late))
-    # with the topic's copies counted again (a duplicate is lab14-q1's and q3's, not a delay)
+    # with the topic's copies counted again (a duplicate is lab15-q1's and q3's, not a delay)
     copies = _copies(r)
     counted: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for e in r.day.events:
@@ -1307,7 +1307,7 @@ def _seconds(v: float) -> str:
     return "never" if v == math.inf else f"{v:.1f} s"
 
 
-@check("lab14-q6")
+@check("lab15-q6")
 def fresh(ctx: Context) -> str:
     """each hour on the board within seconds of being due, through a burst"""
     r = pipeline_run(ctx)
@@ -1363,7 +1363,7 @@ def fresh(ctx: Context) -> str:
     )
 
 
-@check("lab14-q7")
+@check("lab15-q7")
 def storage(ctx: Context) -> str:
     """a week of departures kept, in at most 300 bytes each on the brokers' disks"""
     r = pipeline_run(ctx)
