@@ -1,7 +1,8 @@
-"""Five fixes for kafka-python 3.0.12, applied when `cluster` is imported: a race in group
+"""Six fixes for kafka-python 3.0.12, applied when `cluster` is imported: a race in group
 membership, an admin client that keeps asking a controller that is gone, a consumer whose
-poll() raises when a broker dies, a wait for new topics that asks one broker only, and a
-metadata refresh that fails when it picks a broker that is down.
+poll() raises when a broker dies, a wait for new topics that asks one broker only, a
+metadata refresh that fails when it picks a broker that is down, and end offsets that leave
+out a topic the client has not met yet.
 
 ## 1. Group membership
 
@@ -64,6 +65,16 @@ broker of three down: 5 times in 20 here; lab 7 and a class's broker crash meet 
 sends the same request to the next broker the client can reach (the failed one is in backoff by
 then) and fails the refresh only when none answers, as the Java client does.
 
+## 6. End offsets of a topic the client has not met yet
+
+`consumer.end_offsets(partitions)` (and `beginning_offsets`) asks each partition's leader. A
+partition whose topic is not yet in the client's metadata has no known leader: kafka-python asks
+for the metadata, but leaves the partition out of both the answer and the partitions to ask
+again, unless no partition at all had a known leader. So a list that mixes a topic the consumer
+knows with one it does not raises `KeyError: TopicPartition(...)` inside kafka-python (lab 14's
+lag alert meets it: one consumer asks for the end offsets of every topic a group committed). The
+fix puts such partitions among those asked again once the metadata has come.
+
 Only the pinned version is patched: a new kafka-python is checked again before its pin moves.
 Each fault is written up for kafka-python's maintainers, with a reproduction, in
 `kafka_python_upstream.md` beside this file; the module logs once (INFO, logger
@@ -106,10 +117,11 @@ def apply() -> bool:
     _patch_coordinator_lookup()
     _patch_wait_for_topics()
     _patch_metadata_refresh()
+    _patch_list_offsets()
     logging.getLogger(__name__).info(
         "kafka-python %s patched by the course (the group join race, the admin "
         "client's controller, poll() at a coordinator's death, a new topic ready on every "
-        "broker, a metadata refresh at a dead broker): see "
+        "broker, a metadata refresh at a dead broker, end offsets of a new topic): see "
         "cluster/kafka_python_upstream.md",
         PATCHED_VERSION,
     )
@@ -242,6 +254,21 @@ def _patch_metadata_refresh() -> None:
 
     _mark(_do_refresh_metadata)
     ClusterMetadata._do_refresh_metadata = _do_refresh_metadata
+
+
+def _patch_list_offsets() -> None:
+    from kafka.consumer.fetcher import Fetcher
+
+    original = Fetcher._send_list_offsets_requests
+
+    async def _send_list_offsets_requests(self, timestamps):
+        # kafka-python drops these silently (it has asked for their metadata): ask them again
+        unknown = {tp for tp in timestamps if self._manager.cluster.leader_for_partition(tp) in (None, -1)}
+        offsets, retry = await original(self, timestamps)
+        return offsets, set(retry) | (unknown - set(offsets))
+
+    _mark(_send_list_offsets_requests)
+    Fetcher._send_list_offsets_requests = _send_list_offsets_requests
 
 
 APPLIED = apply()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, TopicPartition
 
 from cluster import connection, group_name, kafka_python_fix, settings
 
@@ -168,3 +168,21 @@ def test_metadata_is_fetched_from_a_live_broker_while_one_is_down(healthy, admin
     finally:
         admin.delete_topics([topic])
     assert raised == [], f"{len(raised)} of 20 consumers' metadata requests failed with one broker down: {raised[:3]}"
+
+
+def test_end_offsets_of_a_known_and_a_new_topic_at_once(admin):
+    """One consumer asks for the end offsets of a topic it has read the metadata of and of one it
+    has not met. Without the fix kafka-python raised KeyError for the second (it left out the
+    partitions whose leader it did not know yet); with it, both are answered."""
+    known, new = (f"test.ends-{w}-{uuid.uuid4().hex[:6]}" for w in ("known", "new"))
+    admin.create_topics(
+        {known: {"num_partitions": 2, "replication_factor": 3}, new: {"num_partitions": 2, "replication_factor": 3}}
+    )
+    admin.wait_for_topics([known, new])
+    try:
+        with KafkaConsumer(**connection(), enable_auto_commit=False) as consumer:
+            assert consumer.partitions_for_topic(known) == {0, 1}  # known, and only it
+            wanted = [TopicPartition(t, p) for t in (known, new) for p in (0, 1)]
+            assert consumer.end_offsets(wanted) == dict.fromkeys(wanted, 0)
+    finally:
+        admin.delete_topics([known, new])
