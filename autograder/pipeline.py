@@ -487,6 +487,7 @@ def kernel_env(job: Job) -> dict[str, str]:
                 "bootstrap_servers": job.own.bootstrap_servers,
                 "username": job.own.account.username,
                 "password": job.own.account.password,
+                "metrics": job.own.metrics_urls,  # each broker's metrics page (lab 14)
             }
         )
     return env

@@ -286,6 +286,31 @@ def allow_cluster_view(admin, user: str) -> None:
     _raise_acl_errors(admin.create_acls([acl]), f"let {user!r} see the cluster")
 
 
+# What an operator does on a cluster of one's own (lab 14) and the cluster-level right each takes:
+# a replication throttle and other brokers' settings (ALTER_CONFIGS, read: DESCRIBE_CONFIGS),
+# moving partitions and electing leaders (ALTER; a reassignment's listing: DESCRIBE), the cluster,
+# its log dirs (DESCRIBE).
+OPERATOR_RIGHTS = ("ALTER", "ALTER_CONFIGS", "DESCRIBE", "DESCRIBE_CONFIGS")
+
+
+def allow_operations(admin, user: str) -> None:
+    """Let a user run a cluster of its own as an operator (OPERATOR_RIGHTS on the cluster). Never
+    on a cluster others use: Kafka's cluster ALTER is also what creates and deletes ACLs and SCRAM
+    users, DESCRIBE lists them (see allow_cluster_view); on a throwaway cluster of one's own (a
+    grading's is deleted after it) that reaches nobody else. Returns once every broker knows."""
+    from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
+
+    cluster = ResourcePattern(ResourceType.CLUSTER, "kafka-cluster", ACLResourcePatternType.LITERAL)
+    acls = [
+        ACL(f"User:{user}", "*", getattr(ACLOperation, op), ACLPermissionType.ALLOW, cluster) for op in OPERATOR_RIGHTS
+    ]
+    _raise_acl_errors(admin.create_acls(acls), f"let {user!r} run the cluster as an operator")
+    # a namespace's user is named as its namespace (own.start); brokers apply metadata in order,
+    # so one that counts its namespace's ACLs and these has learned these
+    expected = len(namespace_acls(user, user)) + len(acls)
+    wait_until_every_broker(admin, user, lambda found: found >= expected, "learn of")
+
+
 def protect(admin, user: str, topics=(), groups=()) -> None:
     """Make topics and groups read-only for a namespace's user (see read_only_acls)."""
     acls = read_only_acls(user, topics, groups)

@@ -88,7 +88,7 @@ class NodeStatus:
             str(self.pid or "-"),
             str(self.ports["EXTERNAL"]),
             str(self.ports["INTERNAL"]),
-            str(self.ports["CONTROLLER"]),
+            str(self.ports.get("CONTROLLER", "-")),  # an added broker (lab 14) is no controller
             role if self.state == "alive" else "-",
             "-" if self.leaders is None else str(self.leaders),
             f"{self.rss_mb:.0f}" if self.rss_mb else "-",
@@ -175,6 +175,9 @@ class Cluster:
     def __init__(self, cfg: S.Settings | None = None):
         self.cfg = cfg or S.Settings.from_env()
         self.nodes = {n: Node(self.cfg, n) for n in S.NODE_IDS}
+        added = Node(self.cfg, S.ADDED_BROKER)
+        if added.config_file.exists():  # a broker added to the three (lab 14's add_broker), until removed
+            self.nodes[added.id] = added
         self.state_file = self.cfg.home / S.STATE_FILE
         self.secrets = Secrets(self.cfg.home)
 
@@ -406,7 +409,7 @@ class Cluster:
         from kafka.errors import TopicAlreadyExistsError
 
         brokers = live_brokers(admin)
-        if brokers != set(S.NODE_IDS):
+        if brokers != set(self.nodes):
             return False, f"brokers in metadata: {sorted(brokers)}"
         try:
             admin.create_topics({READY_TOPIC: {"num_partitions": 1, "replication_factor": 3}})
@@ -443,13 +446,13 @@ class Cluster:
                 return
             try:
                 leader = admin.describe_metadata_quorum().get("topics", [{}])[0]["partitions"][0]["leader_id"]
-                counts = dict.fromkeys(S.NODE_IDS, 0)
+                counts = dict.fromkeys(self.nodes, 0)
                 for t in admin.describe_topics():
                     for p in t.get("partitions", []):
                         if p.get("leader_id") in counts:
                             counts[p["leader_id"]] += 1
                 for r in rows:
-                    r.active_controller = r.id == leader
+                    r.active_controller = r.id == leader if r.id in S.NODE_IDS else None
                     r.leaders = counts[r.id]
             except Exception:
                 pass
@@ -462,7 +465,12 @@ class Cluster:
     # --- faults --------------------------------------------------------------------------------
     def _node(self, broker: int) -> Node:
         if broker not in self.nodes:
-            raise ClusterError(f"There is no broker {broker}; the brokers are {list(S.NODE_IDS)}.")
+            hint = (
+                f"add_broker() adds broker {S.ADDED_BROKER} to a cluster of your own."
+                if broker == S.ADDED_BROKER
+                else ""
+            )
+            raise ClusterError(f"There is no broker {broker}; the brokers are {list(self.nodes)}.", hint=hint)
         return self.nodes[broker]
 
     def stop_broker(self, broker: int) -> bool:
@@ -489,6 +497,62 @@ class Cluster:
         self._wait_logins(node, timeout, rejoin)
         rejoin.logins_s = time.monotonic() - t
         return rejoin
+
+    # --- a broker more, and one less (lab 14) --------------------------------------------------
+    def add_broker(self, timeout: float = S.BROKER_REJOIN_TIMEOUT_S) -> int:
+        """Start node ADDED_BROKER as a broker only (the three nodes stay the controllers' quorum);
+        return its id once the cluster lists it and students' logins work on it. It holds no
+        partition until some are moved to it. Already added and running: only waits for it."""
+        node = self.nodes.get(S.ADDED_BROKER) or Node(self.cfg, S.ADDED_BROKER)
+        if node.process() is None:
+            self._check_ports([node])
+            java_bin, classpath = java.java_executable(), jars.broker_classpath()
+            node.write_config(self.secrets)
+            if node.meta_properties() is None:  # same cluster id; it registers with the quorum as it starts
+                cluster_id = json.loads(self.state_file.read_text())["cluster_id"]
+                self._format([node], java_bin, classpath, cluster_id)
+            self.nodes[node.id] = node
+            node.start(java_bin, classpath)
+        self.nodes[node.id] = node
+        self._wait_in_metadata(node, timeout)
+        self._wait_logins(node, timeout)
+        return node.id
+
+    def replicas_on(self, broker: int) -> list[str]:
+        """The partitions ("topic-p") with a replica on this broker, internal topics included."""
+        with _quiet_kafka_logs(), self.admin() as admin:
+            return [
+                f"{t['name']}-{p['partition_index']}"
+                for t in admin.describe_topics()
+                for p in t.get("partitions", [])
+                if broker in p.get("replica_nodes", [])
+            ]
+
+    def remove_broker(self, broker: int, force: bool = False) -> None:
+        """Take an added broker out for good: refused while it holds replicas (they would stay
+        under-replicated; force=True removes it all the same); else stopped cleanly, unregistered
+        from the cluster (KRaft keeps a stopped broker's registration, fenced, until told), its
+        folder deleted."""
+        from .tools import kafka_cli
+
+        if broker in S.NODE_IDS:
+            raise ClusterError(
+                f"Broker {broker} is one of the controllers' quorum ({', '.join(map(str, S.NODE_IDS))}): it cannot be removed.",
+                hint=f"stop_broker({broker}) stops it for a while; only an added broker ({S.ADDED_BROKER}) can be removed.",
+            )
+        node = self._node(broker)
+        held = [] if force else self.replicas_on(broker)
+        if held:
+            raise ClusterError(
+                f"Broker {broker} still holds replicas of {len(held)} partition{'s' if len(held) > 1 else ''} "
+                f"({', '.join(held[:5])}{', ...' if len(held) > 5 else ''}): without it they would stay under-replicated.",
+                hint="Move them off first (kafka-reassign-partitions --execute, then --verify until it is complete), "
+                f"then remove it; remove_broker({broker}, force=True) removes it all the same.",
+            )
+        node.stop()
+        kafka_cli("cluster", "unregister", "--id", str(broker), connection=self.admin_connection(), echo=False)
+        del self.nodes[broker]
+        shutil.rmtree(node.dir, ignore_errors=True)
 
     def _wait_in_metadata(self, node: Node, timeout: float) -> None:
         def listed(admin):

@@ -25,6 +25,7 @@ from .errors import ClusterError
 from .safe_files import write_text
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+METRICS_RULES = Path(__file__).with_name("jmx-exporter.yaml")  # what a broker's metrics page shows
 MAIN_CLASS = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
 
@@ -211,10 +212,21 @@ class Node:
         return {k.strip(): v.strip() for k, v in pairs}
 
     # --- start, stop, kill -----------------------------------------------------------------
+    def metrics_agent(self) -> list[str]:
+        """The JVM option that serves this broker's metrics on its METRICS port, where the cluster
+        has them (Settings.metrics): the Prometheus JMX exporter's agent, on 127.0.0.1 only."""
+        if not self.cfg.metrics:
+            return []
+        from .jars import metrics_agent
+
+        port = self.cfg.port(self.id, S.METRICS)
+        return [f"-javaagent:{metrics_agent()}={self.cfg.host}:{port}:{METRICS_RULES}"]
+
     def start(self, java: str, classpath: list[Path]) -> psutil.Process:
         """Launch the JVM detached from us (own session), logging to server.log."""
         raise_open_files()  # the JVM inherits the limit
         cmd = self.java_command(java, classpath, MAIN_CLASS, str(self.config_file))
+        cmd[1:1] = self.metrics_agent()  # the broker only, not the storage tool (it would take the port)
         with open(self.log_file, "ab") as log:
             log.write(f"\n===== starting node {self.id} at {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n".encode())
             log.flush()
@@ -239,11 +251,11 @@ class Node:
             return True
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout)
+            _wait_exited(proc, timeout)
             clean = True
         except psutil.TimeoutExpired:
             proc.kill()
-            proc.wait(10)
+            _wait_exited(proc, 10)
             clean = False
         self.pid_file.unlink(missing_ok=True)
         return clean
@@ -255,7 +267,7 @@ class Node:
         if proc is not None:
             proc.kill()
             try:
-                proc.wait(10)
+                _wait_exited(proc, 10)
             except psutil.TimeoutExpired:
                 pass
 
@@ -272,3 +284,23 @@ class Node:
 
 
 _children: dict[int, subprocess.Popen] = {}
+
+
+def _wait_exited(proc: psutil.Process, timeout: float) -> None:
+    """Until the process has exited (psutil.TimeoutExpired after `timeout`). One this process did
+    not start is gone once it is a zombie: its parent (the kernel that started the broker, when a
+    script stops it: lab 14's rolling restart) reaps it in its own time, and psutil's wait would
+    wait for that."""
+    if proc.pid in _children:  # our child: waitpid reaps it
+        proc.wait(timeout)
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        if time.monotonic() > deadline:
+            raise psutil.TimeoutExpired(timeout, proc.pid)
+        time.sleep(0.05)

@@ -33,10 +33,19 @@ TEST_WORKER_PORT_STEP = 3  # the tests' second process (pytest-xdist) uses 29095
 # connections and of Jupyter kernels: a cluster on 39092 could find a kernel sitting there.
 THROWAWAY_PORT_BASE = 30092  # the tests' short-lived extra clusters
 BENCH_PORT_BASE = 31092  # make bench's own cluster
-# Lab 7's clusters of one's own, to break: one per student kernel or per grading. Bases 3
-# apart inside one hundred, so the nine ports of each (base+0..2, +100..102, +200..202) never
-# meet another's: 33 clusters at once on one machine.
-OWN_PORT_BASES = tuple(range(11000, 11099, 3))
+# Labs 7, 13, 14 and 15's clusters of one's own, to break: one per student kernel or per grading.
+# Each has four port blocks (the three listeners, and METRICS: its brokers' Prometheus pages)
+# and up to four nodes (the three, and lab 14's added broker, ADDED_BROKER): bases 4 apart
+# inside one hundred, so the sixteen ports of each (base+0..3, +100..103, +200..203, +300..303)
+# never meet another's: 25 clusters at once on one machine.
+OWN_NODES = 4
+OWN_PORT_BASES = tuple(range(11000, 11100 - OWN_NODES + 1, OWN_NODES))
+# The broker lab 14 adds to a cluster of one's own (process.roles=broker only: the three nodes
+# above stay the controllers' quorum); it lives in the cluster's folder as node-4.
+ADDED_BROKER = 4
+# The port block of each broker's metrics page (the Prometheus JMX exporter's Java agent, on a
+# cluster of one's own only: Settings.metrics), after the three listeners' blocks.
+METRICS = "METRICS"
 
 # How an own cluster differs from the course's: a killed broker is declared dead after 3 s
 # of silence instead of 9 s (heartbeats every 0.5 s instead of 2 s), so a lab's elections
@@ -395,6 +404,9 @@ class Settings:
     # Broker settings that differ from the course's for this cluster (lab 7's own clusters)
     overrides: tuple[tuple[str, str], ...] = ()
     jvm_opts: tuple[str, ...] = ()  # JVM options added to BROKER_JVM_OPTS for this cluster
+    # Each broker serves its metrics in Prometheus' format on its METRICS port (lab 14's own
+    # clusters; cluster/jmx-exporter.yaml says which)
+    metrics: bool = False
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -407,10 +419,18 @@ class Settings:
         return cls(home=home, port_base=int(chosen), heap=env_value("COURSE_BROKER_HEAP"))
 
     def port(self, node: int, listener: str = "EXTERNAL") -> int:
-        return self.port_base + PORT_BLOCK * LISTENERS.index(listener) + (node - 1)
+        """A node's port of a listener (or of METRICS, the block after the listeners')."""
+        block = len(LISTENERS) if listener == METRICS else LISTENERS.index(listener)
+        return self.port_base + PORT_BLOCK * block + (node - 1)
+
+    def listeners(self, node: int) -> tuple[str, ...]:
+        """The listeners a node has: an added broker (not one of NODE_IDS) has no CONTROLLER."""
+        return LISTENERS if node in NODE_IDS else tuple(n for n in LISTENERS if n != "CONTROLLER")
 
     def ports(self, node: int) -> dict[str, int]:
-        return {name: self.port(node, name) for name in LISTENERS}
+        """Every port a node listens on: its listeners', and its metrics page's (self.metrics)."""
+        names = self.listeners(node) + ((METRICS,) if self.metrics else ())
+        return {name: self.port(node, name) for name in names}
 
     @property
     def bootstrap_servers(self) -> str:
@@ -429,10 +449,12 @@ class Settings:
         h = self.host
         voters = ",".join(f"{n}@{h}:{self.port(n, 'CONTROLLER')}" for n in NODE_IDS)
         props = {
-            "process.roles": "broker,controller",
+            # NODE_IDS are brokers and the controllers' quorum; an added node (lab 14) is a broker
+            # only, which finds the quorum by the same voters and registers with it
+            "process.roles": "broker,controller" if node in NODE_IDS else "broker",
             "node.id": str(node),
             "controller.quorum.voters": voters,
-            "listeners": ",".join(f"{name}://{h}:{self.port(node, name)}" for name in LISTENERS),
+            "listeners": ",".join(f"{name}://{h}:{self.port(node, name)}" for name in self.listeners(node)),
             "advertised.listeners": ",".join(
                 f"{name}://{h}:{self.port(node, name)}" for name in ("EXTERNAL", "INTERNAL")
             ),

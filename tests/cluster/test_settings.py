@@ -43,8 +43,8 @@ def test_course_ports_are_below_the_ephemeral_range():
         settings.BENCH_PORT_BASE,
         *settings.OWN_PORT_BASES,
     ):
-        cfg = Settings(home=settings.ROOT, port_base=base)
-        assert max(cfg.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS) < 32768
+        cfg = Settings(home=settings.ROOT, port_base=base, metrics=True)
+        assert max(p for n in range(1, settings.OWN_NODES + 1) for p in cfg.ports(n).values()) < 32768
 
 
 def test_test_cluster_never_shares_ports_with_the_lab_cluster():
@@ -55,11 +55,14 @@ def test_test_cluster_never_shares_ports_with_the_lab_cluster():
 
 
 def test_own_clusters_never_share_a_port():
-    """Lab 7's clusters of one's own, with each other and with every other cluster of the kit."""
+    """The clusters of one's own (four nodes each with lab 14's added broker, and their metrics
+    pages), with each other and with every other cluster of the kit."""
 
     def ports(base):
-        cfg = Settings(home=settings.ROOT, port_base=base)
-        return {cfg.port(n, l) for n in settings.NODE_IDS for l in settings.LISTENERS}
+        own = base in settings.OWN_PORT_BASES
+        cfg = Settings(home=settings.ROOT, port_base=base, metrics=own)
+        nodes = range(1, settings.OWN_NODES + 1) if own else settings.NODE_IDS
+        return {p for n in nodes for p in cfg.ports(n).values()}
 
     seen: set[int] = set()
     second_test_process = settings.TEST_PORT_BASE + settings.TEST_WORKER_PORT_STEP
