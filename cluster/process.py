@@ -258,6 +258,7 @@ class Node:
             _wait_exited(proc, 10)
             clean = False
         self.pid_file.unlink(missing_ok=True)
+        self._wait_ports_released()
         return clean
 
     def kill(self) -> None:
@@ -270,6 +271,19 @@ class Node:
                 _wait_exited(proc, 10)
             except psutil.TimeoutExpired:
                 pass
+            self._wait_ports_released()
+
+    def _wait_ports_released(self, timeout_s: float = 5) -> None:
+        """Until its ports can be listened on again (at most timeout_s): a JVM seen exited by a
+        process that is not its parent (a zombie) still held its metrics port for a few hundred ms,
+        and a start right after it (a rolling restart's) found the port taken."""
+        from .waiting import wait_for
+
+        wait_for(
+            lambda: all(_bindable(self.cfg.host, p) for p in self.cfg.ports(self.id).values()),
+            timeout_s=timeout_s,
+            every_s=0.05,
+        )
 
     def was_killed(self) -> bool:
         """A pid file with no live process: the node died without a clean stop."""
@@ -284,6 +298,16 @@ class Node:
 
 
 _children: dict[int, subprocess.Popen] = {}
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the JVM and brokers.port_holder do
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
 
 
 def _wait_exited(proc: psutil.Process, timeout: float) -> None:

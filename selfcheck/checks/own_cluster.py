@@ -25,25 +25,28 @@ def cluster_of(ctx: Context):
     return ctx.own.cluster
 
 
-def admin(ctx: Context):
+def admin(ctx: Context, client: str = ""):
     """The cluster's admin (a super user): the checks' view of the truth. One per check: a
-    kafka-python admin client keeps asking the controller it first knew, and the checks kill those."""
-    key = f"own-admin-{ctx.label}"
+    kafka-python admin client keeps asking the controller it first knew, and the checks kill those.
+    client: another one of the same check's, for another thread (lab 14's control channel reads
+    the cluster while the check's own thread does)."""
+    key = f"own-admin-{ctx.label}{client}"
     if key not in ctx.scratch:
         ctx.scratch[key] = cluster_of(ctx).admin(request_timeout_ms=15_000)
         ctx.cleanup.append(lambda: ctx.scratch.pop(key).close() if key in ctx.scratch else None)
     return ctx.scratch[key]
 
 
-def retried(ctx: Context, action, what: str, timeout: float = STATE_WAIT_S):
+def retried(ctx: Context, action, what: str, timeout: float = STATE_WAIT_S, client: str = ""):
     """action(admin), again with a new admin client while it fails (a broker the client knew
-    has just died or come back); TopicAlreadyExists on a retried creation is success."""
+    has just died or come back); TopicAlreadyExists on a retried creation is success. client:
+    as admin()'s."""
     from kafka.errors import TopicAlreadyExistsError
 
     deadline, tried = time.monotonic() + timeout, False
     while True:
         try:
-            return action(admin(ctx))
+            return action(admin(ctx, client))
         except TopicAlreadyExistsError:
             if tried:
                 return None
@@ -51,7 +54,7 @@ def retried(ctx: Context, action, what: str, timeout: float = STATE_WAIT_S):
         except Exception as e:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the grading's cluster: {what} failed for {timeout:.0f} s ({e!r})") from None
-            old = ctx.scratch.pop(f"own-admin-{ctx.label}", None)
+            old = ctx.scratch.pop(f"own-admin-{ctx.label}{client}", None)
             if old is not None:
                 old.close()
             tried = True

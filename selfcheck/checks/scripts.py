@@ -172,12 +172,15 @@ def start(
     stdin: bool = False,
     elsewhere: bool = False,
     env: dict[str, str] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> ScriptRun:
     """Start `python -P -m selfcheck.harness [harness options] <the grader's copy of name> args...`
     in the notebook's folder (see selfcheck/harness.py for the crashes it plans), with a new,
     empty HOME and TMPDIR. elsewhere=True: as on another machine, in a new empty folder of the
     grader's instead of the notebook's (nothing an earlier run wrote is there). env: variables
-    the grader adds to the run's environment (lab 9's settings for the job's Spark driver)."""
+    the grader adds to the run's environment (lab 9's settings for the job's Spark driver).
+    pass_fds: descriptors the run inherits, at the same numbers (lab 14's control channel,
+    selfcheck/checks/broker_control.py); nothing else of the grader's is inherited."""
     script = script_path(ctx, name)
     cmd = [sys.executable, "-P", "-m", "selfcheck.harness", *harness]
     if crash_on_write:
@@ -212,7 +215,12 @@ def start(
     # A self-check's log is beside the notebook; a grading's is the grader's, out of the student's sight.
     log_name = log.name if ctx.logdir is None else f"the grader's log {log.name}"
     with open(log, "wb") as out:  # grader-only: the grader's log folder (ctx.logdir)
-        kw = dict(stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        kw = dict(
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            pass_fds=tuple(pass_fds),
+        )
         if sandbox is not None:
             proc = replace(sandbox, readonly=(*sandbox.readonly, script.parent)).popen(cmd, env, **kw)
         else:
