@@ -30,9 +30,9 @@ ENV = "COURSE_BROKER_CONTROL"  # "<request fd>,<answer fd>", set by the grader
 VERBS = ("stop", "kill", "start", "ids")
 MAX_LINE_BYTES = 64  # of a request, newline excluded: the grader reads no more
 MAX_ANSWER_BYTES = 512  # of an answer, read by the script
-# A start waits up to 90 s for the broker to rejoin (settings.BROKER_REJOIN_TIMEOUT_S) and the grader
-# reads the cluster's state first (up to 30 s): the answer may take that long, never more.
-ANSWER_DEADLINE_S = 180
+# A start waits up to 90 s for the broker to be listed and as long for logins to work on it
+# (settings.BROKER_REJOIN_TIMEOUT_S each), after the grader has read the cluster's state (up to 30 s).
+ANSWER_DEADLINE_S = 240
 
 
 class BrokerControlError(ClusterError):

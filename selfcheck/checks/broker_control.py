@@ -124,7 +124,7 @@ class Channel:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def close(self, timeout_s: float = 200) -> None:
+    def close(self, timeout_s: float = 250) -> None:  # a request being done: a start's waits
         """Stop serving (after the request being done, if any), close the pipes, note who is down."""
         self._quit.set()
         if self._thread is None:  # never handed over: the script's ends are still ours to close

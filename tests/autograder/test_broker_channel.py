@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.sandbox import Sandbox, available
+from autograder.sandbox import Limits, Sandbox, available
 from cluster import own
 from selfcheck.checks import Context, run_cleanups
 from selfcheck.checks.broker_control import (
@@ -313,6 +313,70 @@ def test_on_ones_own_machine_the_same_calls_act_on_ones_own_cluster(tmp_path, gr
     assert "error: `stop 9` failed: there is no broker 9" in out
     assert "error: brokers.stop('2'): a broker is named by its id" in out
     assert "refused: `kill 2` refused: broker 3 is down" in out
+
+
+# --- the pipes through every wrapping of a sandbox (no cluster) -----------------------------------
+
+# Writes a line on the request end, reads one on the answer end, and lists what it holds.
+ECHO = (
+    "import os, sys; r, a = map(int, sys.argv[1:]); os.write(r, b'stop 1\\n'); "
+    "print(os.read(a, 10).decode().strip(), sorted(int(f) for f in os.listdir('/proc/self/fd')))"
+)
+
+
+@pytest.mark.skipif(available() is not None, reason="no sandbox")
+@pytest.mark.parametrize("how", ["bwrap", "bwrap in cgroups", "user"])
+def test_the_pipes_reach_the_program_through_each_wrapping_and_nothing_else_does(tmp_path, how):
+    """Sandbox.popen(pass_fds=...): through bwrap, the limits wrapper, the cgroups' joiner (or
+    systemd's scope) and the user method's root supervisor with setpriv, the two descriptors reach
+    the program at their numbers; a descriptor of the grader's that was not passed does not."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    from autograder.sandbox import Cgroups, give, new_uid, runs_as_another_user, sweep
+
+    if how == "user" and (os.geteuid() != 0 or not shutil.which("setpriv")):
+        pytest.skip("the user method needs root and setpriv")
+    request_r, request_w = os.pipe()
+    answer_r, answer_w = os.pipe()
+    secret = os.open(__file__, os.O_RDONLY)
+    os.set_inheritable(secret, True)  # inheritable, and still not passed: close_fds must keep it out
+    folder, cgroups, uid = tmp_path, None, None
+    python = sys.executable
+    if how == "user":
+        folder, uid = Path(tempfile.mkdtemp(prefix="channel-test-")), new_uid()
+        give(folder, uid)
+        python = sys.executable if runs_as_another_user(sys.executable) else "/usr/bin/python3"
+    if how == "bwrap in cgroups":
+        cgroups = Cgroups(f"test-{os.getpid()}-{time.monotonic_ns()}", Limits())
+    try:
+        os.write(answer_w, b"ok\n")
+        proc = Sandbox(folder, cgroups=cgroups, uid=uid, python=python).popen(
+            [python, "-c", ECHO, str(request_w), str(answer_r)],
+            {"PATH": "/usr/bin:/bin"},
+            pass_fds=(request_w, answer_r),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        out = proc.communicate(timeout=60)[0]
+        assert proc.returncode == 0, out
+        assert os.read(request_r, 100) == b"stop 1\n"
+        answer, fds = out.split(" ", 1)
+        assert answer == "ok", out
+        # stdin, stdout, stderr, the two passed, the listing's own: not the grader's `secret`
+        held = json.loads(fds)
+        assert len(held) == 6 and {0, 1, 2, request_w, answer_r} <= set(held) and secret not in held, out
+    finally:
+        for fd in (request_r, request_w, answer_r, answer_w, secret):
+            os.close(fd)
+        if cgroups is not None:
+            cgroups.remove()
+        if uid is not None:
+            sweep(uid)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- the judge, on records made by hand (no cluster) ---------------------------------------------
