@@ -1,8 +1,8 @@
-"""Six fixes for kafka-python 3.0.12, applied when `cluster` is imported: a race in group
+"""Seven fixes for kafka-python 3.0.12, applied when `cluster` is imported: a race in group
 membership, an admin client that keeps asking a controller that is gone, a consumer whose
 poll() raises when a broker dies, a wait for new topics that asks one broker only, a
-metadata refresh that fails when it picks a broker that is down, and end offsets that leave
-out a topic the client has not met yet.
+metadata refresh that fails when it picks a broker that is down, end offsets that leave
+out a topic the client has not met yet, and a list of groups that leaves out a broker's.
 
 ## 1. Group membership
 
@@ -75,6 +75,15 @@ knows with one it does not raises `KeyError: TopicPartition(...)` inside kafka-p
 lag alert meets it: one consumer asks for the end offsets of every topic a group committed). The
 fix puts such partitions among those asked again once the metadata has come.
 
+## 7. A list of groups without the groups of a broker that was away
+
+`admin.list_groups()` asks every broker the client's metadata lists, and each answers with the
+groups it coordinates. The client does not refresh that list first: an admin client that
+refreshed its metadata while a broker was down (any call does) keeps asking only the others once
+the broker is back, and the groups that broker coordinates are silently missing (10 of 12 here,
+after broker 2 was stopped and started; lab 14's lag alert after its metrics demo). The Java
+client and `kafka-consumer-groups.sh --list` ask for fresh metadata first; the fix does the same.
+
 Only the pinned version is patched: a new kafka-python is checked again before its pin moves.
 Each fault is written up for kafka-python's maintainers, with a reproduction, in
 `kafka_python_upstream.md` beside this file; the module logs once (INFO, logger
@@ -118,10 +127,11 @@ def apply() -> bool:
     _patch_wait_for_topics()
     _patch_metadata_refresh()
     _patch_list_offsets()
+    _patch_list_groups()
     logging.getLogger(__name__).info(
         "kafka-python %s patched by the course (the group join race, the admin "
         "client's controller, poll() at a coordinator's death, a new topic ready on every "
-        "broker, a metadata refresh at a dead broker, end offsets of a new topic): see "
+        "broker, a metadata refresh at a dead broker, end offsets of a new topic, the groups of a broker that was away): see "
         "cluster/kafka_python_upstream.md",
         PATCHED_VERSION,
     )
@@ -269,6 +279,20 @@ def _patch_list_offsets() -> None:
 
     _mark(_send_list_offsets_requests)
     Fetcher._send_list_offsets_requests = _send_list_offsets_requests
+
+
+def _patch_list_groups() -> None:
+    from kafka.admin._groups import GroupAdminMixin
+
+    original = GroupAdminMixin._async_list_groups
+
+    async def _async_list_groups(self, broker_ids=None, states_filter=None, types_filter=None):
+        if broker_ids is None:  # every broker: as the cluster lists them now, not as last seen
+            await self._manager.wait_for(self._manager.cluster.request_update(), self.config["request_timeout_ms"])
+        return await original(self, broker_ids, states_filter, types_filter)
+
+    _mark(_async_list_groups)
+    GroupAdminMixin._async_list_groups = _async_list_groups
 
 
 APPLIED = apply()

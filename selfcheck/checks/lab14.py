@@ -13,6 +13,7 @@ In a self-check the same happens on the student's own cluster."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from . import CheckFailed, Context, LabPolicy, check, expect, prediction, prediction_feedback, shown_in_kernel
@@ -234,3 +235,278 @@ def joined_broker_prediction(ctx: Context) -> str:
         "A new broker gets only what is made after it joins: existing partitions stay where the controller "
         "placed them until someone reassigns them.",
     )
+
+
+# --- lab14-q2 -------------------------------------------------------------------------------------
+BROKERS_AFTER = (1, 2, 3, 4)
+MIN_INSYNC = 2  # the course's min.insync.replicas (cluster/settings.py's TEACHING_DEFAULTS)
+BULK_BYTES = 6 * 2**20  # on the topic that must move: seconds under a throttle of a few MB/s
+REBALANCE_TIMEOUT_S = 240
+WATCH_EVERY_S = 0.05
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+def made_on_broker_1(ctx: Context, topic: str, partitions: int) -> None:
+    """A topic of three replicas on brokers 1-3, broker 1 first (so leader) of every partition: the
+    cluster before it grew, as a careless start left it."""
+    from kafka.admin import NewTopic
+
+    assignments = {p: [1, *ctx.rng.sample((2, 3), 2)] for p in range(partitions)}
+    retried(
+        ctx, lambda a: a.create_topics([NewTopic(topic, -1, -1, replica_assignments=assignments)]), f"creating {topic}"
+    )
+    wait_until(
+        lambda: all(
+            p["leader_id"] == 1
+            for p in retried(ctx, lambda a: a.describe_topics([topic])[0]["partitions"], "describing")
+        ),
+        f"{topic}'s leaders elected",
+    )
+
+
+def config_values(found: dict) -> dict[str, dict[str, str | None]]:
+    """kafka-python's describe_configs answer as {resource name: {key: value}}."""
+    out: dict[str, dict[str, str | None]] = {}
+    for by_name in found.values():
+        for name, configs in by_name.items():
+            out[str(name)] = {k: (v.get("value") if isinstance(v, dict) else v) for k, v in configs.items()}
+    return out
+
+
+class Watch:
+    """What the brokers show while the student's rebalance runs, sampled every WATCH_EVERY_S by the
+    grader's own admin client: whether a reassignment was in progress, whether a throttle was set
+    (on the brokers' rates and the topics' throttled replicas) while it was, and the fewest in-sync
+    replicas any partition had."""
+
+    def __init__(self, ctx: Context, topics: list[str]):
+        import threading
+
+        self.ctx, self.topics = ctx, topics
+        self.moving = self.throttled_while_moving = False
+        self.fewest_in_sync: tuple[int, str] = (99, "")
+        self.samples = 0
+        self.errors: list[str] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join(10)
+
+    def throttle(self, admin) -> dict[str, dict[str, str | None]]:
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        resources = [ConfigResource(ConfigResourceType.BROKER, str(b)) for b in BROKERS_AFTER]
+        resources += [ConfigResource(ConfigResourceType.TOPIC, t) for t in self.topics]
+        found = config_values(admin.describe_configs(resources))
+        keys = (*THROTTLE_RATES, *THROTTLED_REPLICAS)
+        return {name: {k: v for k, v in c.items() if k in keys and v} for name, c in found.items()}
+
+    def _run(self):
+        a = admin_of(self.ctx)
+        while not self._done.wait(WATCH_EVERY_S):
+            try:
+                moving = bool(a.list_partition_reassignments())
+                set_now = self.throttle(a)
+                rates = any(k in c for c in set_now.values() for k in THROTTLE_RATES)
+                replicas = any(k in c for c in set_now.values() for k in THROTTLED_REPLICAS)
+                for t in a.describe_topics(self.topics):
+                    for p in t["partitions"]:
+                        self.fewest_in_sync = min(
+                            self.fewest_in_sync, (len(p["isr_nodes"]), f"{t['name']} partition {p['partition_index']}")
+                        )
+            except Exception as e:  # a broker busy or changing leaders: the next sample
+                self.errors.append(repr(e)[:200])
+                continue
+            self.samples += 1
+            self.moving |= moving
+            self.throttled_while_moving |= moving and rates and replicas
+
+
+def admin_of(ctx: Context):
+    """A second admin client of the grader's, for the watcher's thread (clients are not shared across threads)."""
+    key = "lab14-watch-admin"
+    if key not in ctx.scratch:
+        ctx.scratch[key] = cluster_of(ctx).admin(request_timeout_ms=15_000)
+        ctx.cleanup.append(lambda: ctx.scratch.pop(key).close())
+    return ctx.scratch[key]
+
+
+class LiveProducer:
+    """The grader's producer (acks=all, idempotent) writing numbered records to `topic` while the
+    student's rebalance runs; what the brokers acknowledged and what failed, from its own futures."""
+
+    def __init__(self, ctx: Context, topic: str, per_second: float = 100):
+        import threading
+
+        from kafka import KafkaProducer
+
+        self.topic, self.pause = topic, 1 / per_second
+        self.producer = KafkaProducer(
+            **cluster_of(ctx).admin_connection(),
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=5,
+            retries=2**31 - 1,
+            delivery_timeout_ms=120_000,
+            request_timeout_ms=20_000,
+        )
+        self.acked: set[str] = set()
+        self.failed: list[str] = []
+        self.sent = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._done.wait(self.pause):
+            value = f"live-{self.sent}"
+            self.sent += 1
+            future = self.producer.send(self.topic, value=value.encode())
+            future.add_callback(lambda _, v=value: self.acked.add(v))
+            future.add_errback(lambda e, v=value: self.failed.append(f"{v}: {e!r}"[:200]))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join(10)
+        self.producer.flush(60)
+        self.producer.close(10)
+
+
+def values_in(ctx: Context, topic: str) -> set[str]:
+    """Every value the topic holds, read by the grader from the start to the end offsets."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from .bounded_reads import bounded_poll
+
+    with KafkaConsumer(enable_auto_commit=False, **cluster_of(ctx).admin_connection()) as consumer:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        stop_at = consumer.end_offsets(tps)
+        out: set[str] = set()
+        deadline = time.monotonic() + 60
+        while any(consumer.position(tp) < stop_at[tp] for tp in tps) and time.monotonic() < deadline:
+            for records in bounded_poll(consumer, topic, timeout_ms=500).values():
+                out.update(r.value.decode(errors="replace") for r in records if r.value is not None)
+        return out
+
+
+def spread(counts: dict[int, int], total: int) -> bool:
+    """Even over the four brokers: each holds the floor or the ceiling of total / 4."""
+    low, high = total // 4, -(-total // 4)
+    return all(low <= counts.get(b, 0) <= high for b in BROKERS_AFTER)
+
+
+@check("lab14-q2")
+def rebalance_onto_four(ctx: Context) -> str:
+    """rebalance(topics, brokers) spreads the grader's topics evenly over four brokers, throttled, while the grader's producer writes"""
+    from kafka import KafkaProducer
+
+    ctx.own.add_broker()  # the fourth broker, empty (already there in a self-check after the demo)
+    ctx.own.allow_operations()  # the grading's login may move partitions on the grading's own cluster
+    token = ctx.rng.randrange(16**4)
+    live, bulk = ctx.topic(f"moving-live-{token:04x}"), ctx.topic(f"moving-bulk-{token:04x}")
+    n_live, n_bulk = ctx.rng.choice((5, 6, 7)), ctx.rng.choice((2, 3))
+    made_on_broker_1(ctx, live, n_live)
+    made_on_broker_1(ctx, bulk, n_bulk)
+    with KafkaProducer(**cluster_of(ctx).admin_connection(), acks="all", linger_ms=20, batch_size=256 * 1024) as p:
+        filler = ctx.rng.randbytes(1024)
+        for i in range(BULK_BYTES // 1024):
+            p.send(bulk, value=filler, partition=i % n_bulk)
+        p.flush(60)
+    topics = [live, bulk]
+    started = time.monotonic()
+    with LiveProducer(ctx, live) as producer, Watch(ctx, topics) as watch:
+        time.sleep(1)  # the producer writing before anything moves
+        ctx.sub.value(f"rebalance({topics!r}, {list(BROKERS_AFTER)!r})", timeout=REBALANCE_TIMEOUT_S)
+        took = time.monotonic() - started
+        still = bool(retried(ctx, lambda a: a.list_partition_reassignments(), "listing reassignments"))
+        time.sleep(1)  # and after
+    expect(
+        not still,
+        "rebalance() returned while partitions were still moving",
+        hint="Wait until kafka-reassign-partitions.sh --verify says every reassignment is complete (it also removes the throttle).",
+    )
+    expect(
+        watch.samples > 0,
+        "the grader could not watch the cluster while rebalance() ran",
+        found="; ".join(watch.errors[:3]),
+    )
+    placed = {t["name"]: t["partitions"] for t in retried(ctx, lambda a: a.describe_topics(topics), "describing")}
+    replicas: dict[int, int] = {}
+    leaders: dict[int, int] = {}
+    for t, parts in placed.items():
+        for p in parts:
+            expect(
+                len(p["replica_nodes"]) == 3,
+                f"{t} partition {p['partition_index']} should keep its three replicas",
+                expected=3,
+                found=p["replica_nodes"],
+                hint="A reassignment plan lists every replica of a partition, not only the new one.",
+            )
+            for b in p["replica_nodes"]:
+                replicas[b] = replicas.get(b, 0) + 1
+            leaders[p["leader_id"]] = leaders.get(p["leader_id"], 0) + 1
+    n = n_live + n_bulk
+    show = lambda c: ", ".join(f"broker {b}: {c.get(b, 0)}" for b in BROKERS_AFTER)
+    expect(
+        spread(replicas, 3 * n),
+        f"the {3 * n} replicas of the grader's {n} partitions should be spread evenly over brokers 1-4",
+        expected=f"{3 * n // 4} or {-(-3 * n // 4)} each",
+        found=show(replicas),
+        hint="Plan the new replica lists yourself (or with --generate) so that each broker gets a quarter of them.",
+    )
+    expect(
+        spread(leaders, n),
+        f"the leaders of the grader's {n} partitions should be spread evenly over brokers 1-4",
+        expected=f"{n // 4} or {-(-n // 4)} each",
+        found=show(leaders),
+        hint="A partition keeps its leader while that broker stays a replica: order each replica list so the first (preferred) leaders are spread, then run a preferred leader election.",
+    )
+    expect(
+        watch.moving,
+        "the grader never saw a reassignment in progress",
+        hint="Move the partitions with kafka-reassign-partitions.sh (or the admin API's alter_partition_reassignments).",
+    )
+    expect(
+        watch.throttled_while_moving,
+        "the data moved without a replication throttle",
+        expected="leader/follower.replication.throttled.rate on the brokers and the throttled replicas on the topics, while partitions moved",
+        found="no throttle seen in any sample while a reassignment was in progress",
+        hint="Pass --throttle to kafka-reassign-partitions.sh --execute: moving data at full speed starves the clients of the brokers' network and disks.",
+    )
+    left = {name: c for name, c in watch.throttle(admin_of(ctx)).items() if c}
+    expect(
+        not left,
+        "the throttle should be removed once the partitions have moved",
+        found=left,
+        hint="kafka-reassign-partitions.sh --verify removes it when it reports every reassignment complete.",
+    )
+    fewest, where = watch.fewest_in_sync
+    expect(
+        fewest >= MIN_INSYNC,
+        f"{where} fell to {fewest} in-sync replica(s) while it moved, below min.insync.replicas={MIN_INSYNC}",
+        hint="Move a partition by adding its new replicas before removing old ones (one reassignment per partition does that); never cut a partition to fewer replicas.",
+    )
+    expect(
+        not producer.failed,
+        f"the grader's producer (acks=all) failed {len(producer.failed)} of {producer.sent} writes while the partitions moved",
+        found="; ".join(producer.failed[:3]),
+    )
+    lost = producer.acked - values_in(ctx, live)
+    expect(
+        not lost,
+        f"{len(lost)} of {len(producer.acked)} records the brokers acknowledged are not in {live}",
+        hint="A reassignment never loses acknowledged records; was a replica list cut short or a broker stopped?",
+    )
+    return f"{n} partitions over brokers 1-4 in {took:.0f} s, throttled, {len(producer.acked)} records written meanwhile, none lost"
