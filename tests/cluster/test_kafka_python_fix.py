@@ -12,6 +12,7 @@ import uuid
 from kafka import KafkaConsumer, TopicPartition
 
 from cluster import connection, group_name, kafka_python_fix, settings
+from cluster.waiting import wait_for
 
 ATTEMPTS = 8
 DEADLINE_S = 6.0  # a fresh group forms in ~0.2 s here; a stuck member never does
@@ -186,3 +187,35 @@ def test_end_offsets_of_a_known_and_a_new_topic_at_once(admin):
             assert consumer.end_offsets(wanted) == dict.fromkeys(wanted, 0)
     finally:
         admin.delete_topics([known, new])
+
+
+def test_the_groups_of_a_broker_that_was_away_are_listed(healthy):
+    """An admin client that refreshed its metadata while broker 2 was down, asked for every group
+    once the broker is back. Without the fix the groups broker 2 coordinates were missing (10 of
+    12 listed on an own cluster); with it, every group the brokers hold."""
+    from kafka.errors import NoError
+    from kafka.structs import OffsetAndMetadata
+
+    client, writer = healthy.admin(), healthy.admin()
+    topic = f"test.away-{uuid.uuid4().hex[:6]}"
+    groups = {f"{topic}-{i}" for i in range(12)}
+    try:
+        client.create_topics({topic: {"num_partitions": 1, "replication_factor": 3}})
+        healthy.stop_broker(2)
+        client.list_topics()  # its metadata, refreshed while broker 2 is away
+        healthy.start_broker(2)
+        for g in sorted(groups):  # committed once broker 2 coordinates again (some of them on it)
+            committed = wait_for(
+                lambda g=g: writer.alter_group_offsets(g, {TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)}),
+                timeout_s=30,
+                until=lambda answer: all(e is NoError for e in answer.values()),
+                retry_on=(Exception,),
+            )
+            assert committed, f"{g}'s offset not committed in 30 s: {committed.last}"
+        listed = {g["group_id"] for g in client.list_groups()}
+        assert groups <= listed, f"{len(groups - listed)} of {len(groups)} groups not listed"
+    finally:
+        client.delete_groups([g for g in groups])
+        client.delete_topics([topic])
+        client.close()
+        writer.close()
