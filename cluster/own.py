@@ -470,6 +470,19 @@ def servers_and_account() -> tuple[str, accounts.Account]:
     return cluster.cfg.bootstrap_servers, account
 
 
+def existing() -> OwnCluster:
+    """The own cluster that runs already, to read: its connection, admin() and metrics(), for a
+    script the notebook starts (lab 14's rolling restart). Nothing here starts or stops it; its
+    brokers are stopped and started through cluster.broker_control."""
+    found = attached()
+    if found:
+        return found
+    servers, account = servers_and_account()
+    cluster = running()
+    assert cluster is not None  # servers_and_account found it
+    return OwnCluster(servers, account, metrics_urls=metrics_urls(cluster.cfg))
+
+
 def connection() -> dict:
     """The client settings of the own cluster that runs already (for scripts a notebook starts:
     they use it, they never start or stop it)."""

@@ -16,6 +16,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from cluster.waiting import wait_for
+
 from . import CheckFailed, Context, LabPolicy, check, expect, prediction, prediction_feedback, shown_in_kernel
 from .own_cluster import cluster_of, retried, wait_until
 
@@ -510,3 +512,118 @@ def rebalance_onto_four(ctx: Context) -> str:
         hint="A reassignment never loses acknowledged records; was a replica list cut short or a broker stopped?",
     )
     return f"{n} partitions over brokers 1-4 in {took:.0f} s, throttled, {len(producer.acked)} records written meanwhile, none lost"
+
+
+# --- lab14-q3 -------------------------------------------------------------------------------------
+RESTART_TIMEOUT_S = 420  # four brokers, each stopped, started and caught up: about 60 s here
+LONGEST_GAP_S = 20  # a consumer that read nothing this long while records were written: stuck
+DRAIN_S = 30  # after the restart, for the grader's consumer to read what was acknowledged
+
+
+class LiveConsumer:
+    """The grader's consumer, in a group of its own, reading `topic` on a thread of its own: every
+    value read and when, so the longest wait between two reads says whether it was stuck."""
+
+    def __init__(self, ctx: Context, topic: str, group: str):
+        import threading
+
+        from kafka import KafkaConsumer
+
+        self.consumer = KafkaConsumer(
+            topic,
+            **cluster_of(ctx).admin_connection(),
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=True,
+            request_timeout_ms=20_000,
+        )
+        self.read: set[str] = set()
+        self.read_at: list[float] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._done.is_set():
+            try:
+                batches = self.consumer.poll(timeout_ms=500)
+            except Exception:  # a broker leaving under it: kafka-python asks again on the next poll
+                time.sleep(0.5)
+                continue
+            got = [r.value.decode(errors="replace") for records in batches.values() for r in records if r.value]
+            if got:
+                self.read.update(got)
+                self.read_at.append(time.monotonic())
+
+    def longest_gap(self, since: float, until: float) -> float:
+        """The longest time in [since, until] with no read."""
+        times = [since, *(t for t in self.read_at if since < t < until), until]
+        return max(b - a for a, b in zip(times, times[1:]))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join(10)
+        self.consumer.close()
+
+
+@check("lab14-q3")
+def rolling_restart(ctx: Context) -> str:
+    """rolling_restart.py restarts every broker cleanly, one at a time, while the grader's producer and consumer work: nothing acknowledged lost, no consumer stuck"""
+    from .broker_control import Channel, rolling_restart_fault
+    from .own_cluster import all_up
+    from .scripts import ended_early, wait
+
+    all_up(ctx)
+    token = ctx.rng.randrange(16**4)
+    topic = ctx.topic(f"restarted-{token:04x}")
+    fill(ctx, topic, ctx.rng.choice((4, 5, 6)), [])
+    started = time.monotonic()
+    with LiveConsumer(ctx, topic, f"{topic}-reader") as consumer:
+        with LiveProducer(ctx, topic, per_second=50) as producer:
+            time.sleep(2)  # both working before the first broker goes
+            with Channel(ctx) as channel:
+                run = channel.start(ctx, "rolling_restart.py", tag="restart")
+                code = wait(run, RESTART_TIMEOUT_S)
+            ended = time.monotonic()
+            time.sleep(2)
+        drained = wait_for(lambda: producer.acked <= consumer.read, timeout_s=DRAIN_S, every_s=0.5)
+    fault = rolling_restart_fault(channel.records, channel.brokers, channel.down_at_end)
+    if fault and not [r for r in channel.records if r.verb in ("stop", "kill", "start")] and code != 0:
+        raise ended_early(
+            run, "before it asked for any broker to stop", hint="Run it yourself first: python rolling_restart.py"
+        )
+    expect(
+        fault is None,
+        "rolling_restart.py's restart, as the grader did and recorded it: " + (fault or ""),
+        hint="Stop a broker with brokers.stop(b), start it with brokers.start(b), then wait until no partition is "
+        "under-replicated (every broker's kafka_under_replicated_partitions 0, or the admin client's ISRs whole) "
+        "before the next.",
+    )
+    expect(
+        not producer.failed,
+        f"the grader's producer (acks=all) failed {len(producer.failed)} of {producer.sent} writes during the restart",
+        found="; ".join(producer.failed[:3]),
+        hint="With one broker down at a time and min.insync.replicas=2, every write should succeed after its retries.",
+    )
+    in_topic = values_in(ctx, topic)
+    lost = producer.acked - in_topic
+    expect(not lost, f"{len(lost)} of {len(producer.acked)} records the brokers acknowledged are not in {topic}")
+    expect(
+        bool(drained),
+        f"the grader's consumer had not read {len(producer.acked - consumer.read)} of the acknowledged records "
+        f"{DRAIN_S} s after the restart",
+        hint="Every broker should be back and every partition led when the script ends.",
+    )
+    gap = consumer.longest_gap(started + 2, ended)
+    expect(
+        gap <= LONGEST_GAP_S,
+        f"the grader's consumer read nothing for {gap:.0f} s while the producer wrote",
+        expected=f"at most {LONGEST_GAP_S} s without a record",
+        hint="A clean stop hands leaderships over in a moment; a consumer waits long only when a broker is killed "
+        "or several are down.",
+    )
+    restarts = sum(r.verb == "start" and r.done for r in channel.records)
+    return f"{restarts} brokers restarted one at a time, {len(producer.acked)} records written meanwhile, none lost, the consumer never waited more than {gap:.1f} s"
