@@ -1,8 +1,9 @@
-"""Seven fixes for kafka-python 3.0.12, applied when `cluster` is imported: a race in group
+"""Eight fixes for kafka-python 3.0.12, applied when `cluster` is imported: a race in group
 membership, an admin client that keeps asking a controller that is gone, a consumer whose
 poll() raises when a broker dies, a wait for new topics that asks one broker only, a
 metadata refresh that fails when it picks a broker that is down, end offsets that leave
-out a topic the client has not met yet, and a list of groups that leaves out a broker's.
+out a topic the client has not met yet, a list of groups that leaves out a broker's, and a
+broker's settings asked of a broker the client has not met yet.
 
 ## 1. Group membership
 
@@ -84,6 +85,15 @@ the broker is back, and the groups that broker coordinates are silently missing 
 after broker 2 was stopped and started; lab 14's lag alert after its metrics demo). The Java
 client and `kafka-consumer-groups.sh --list` ask for fresh metadata first; the fix does the same.
 
+## 8. A broker's settings, asked of a broker the client has not met yet
+
+A broker's own settings (a replication throttle's rate, say) are read and changed by asking that
+broker. An admin client made before the broker joined the cluster does not know its address, and
+kafka-python raises `UnknownBrokerIdError: 4` without looking again (lab 14: broker 4 added after
+the notebook's admin client was made, then its throttle set with `alter_configs`). The Java client
+refreshes its metadata first; the fix does the same when a broker resource names a broker the
+client does not know.
+
 Only the pinned version is patched: a new kafka-python is checked again before its pin moves.
 Each fault is written up for kafka-python's maintainers, with a reproduction, in
 `kafka_python_upstream.md` beside this file; the module logs once (INFO, logger
@@ -128,10 +138,11 @@ def apply() -> bool:
     _patch_metadata_refresh()
     _patch_list_offsets()
     _patch_list_groups()
+    _patch_broker_configs()
     logging.getLogger(__name__).info(
         "kafka-python %s patched by the course (the group join race, the admin "
         "client's controller, poll() at a coordinator's death, a new topic ready on every "
-        "broker, a metadata refresh at a dead broker, end offsets of a new topic, the groups of a broker that was away): see "
+        "broker, a metadata refresh at a dead broker, end offsets of a new topic, the groups of a broker that was away, a new broker's settings): see "
         "cluster/kafka_python_upstream.md",
         PATCHED_VERSION,
     )
@@ -293,6 +304,31 @@ def _patch_list_groups() -> None:
 
     _mark(_async_list_groups)
     GroupAdminMixin._async_list_groups = _async_list_groups
+
+
+def _patch_broker_configs() -> None:
+    from kafka.admin._configs import ConfigAdminMixin, ConfigResourceType
+
+    async def known(self, config_resources) -> None:
+        """Refresh the metadata once if a broker resource names a broker the client does not know."""
+        named = {
+            int(r.name)
+            for r in config_resources
+            if r.resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER)
+            and str(r.name).isdigit()
+        }
+        if any(self._manager.cluster.broker_metadata(b) is None for b in named):
+            await self._manager.wait_for(self._manager.cluster.request_update(), self.config["request_timeout_ms"])
+
+    for name in ("_async_describe_configs", "_async_alter_configs"):
+        original = getattr(ConfigAdminMixin, name)
+
+        async def patched(self, config_resources, *args, _original=original, **kwargs):
+            await known(self, config_resources)
+            return await _original(self, config_resources, *args, **kwargs)
+
+        _mark(patched)
+        setattr(ConfigAdminMixin, name, patched)
 
 
 APPLIED = apply()

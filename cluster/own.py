@@ -72,10 +72,15 @@ LOCKS = Path(tempfile.gettempdir()) / f"kafka-course-own-ports-{os.getuid()}"
 
 
 def own_settings(home: Path, port_base: int) -> S.Settings:
-    """An own cluster: faster failure detection (FAULT_SETTINGS), lighter JVMs (FAULT_JVM_OPTS),
+    """An own cluster: faster failure detection (FAULT_SETTINGS), throttles held over seconds
+    (OPERATOR_SETTINGS), lighter JVMs (FAULT_JVM_OPTS),
     each broker's metrics page (Settings.metrics)."""
     return S.Settings(
-        home=home, port_base=port_base, overrides=S.FAULT_SETTINGS, jvm_opts=S.FAULT_JVM_OPTS, metrics=True
+        home=home,
+        port_base=port_base,
+        overrides=S.FAULT_SETTINGS + S.OPERATOR_SETTINGS,
+        jvm_opts=S.FAULT_JVM_OPTS,
+        metrics=True,
     )
 
 

@@ -41,7 +41,9 @@ GRADINGS_LOG = ROOT / "build" / "gradings.log"
 # at once) and the capstone renumbered 14 (a clean clone of 7a75d15, nothing recorded, the machine
 # otherwise quiet): jars 1:09, make test 25:32, test-heavy 27:25 (its self-test 88 gradings in
 # 1619 s), test-capstone 14:50, all 68:56; 1267 passed. With every lab recorded the run is about 18.
-BUDGET_MIN = {"test": 28, "test-heavy": 30, "test-capstone": 15}
+# Lab 14 (running Kafka) joined the capstone layer: its self-test (8 gradings, two at a time, about
+# 4.5 minutes on 2 cores) and its solution run (about 3 minutes), so that layer's budget grew to 24.
+BUDGET_MIN = {"test": 28, "test-heavy": 30, "test-capstone": 24}
 
 HEAVY = {
     "lab9": "two Spark drivers a grading (the kernel's and the student's job, run three times): 21 gradings, 39 CPU s each",
@@ -59,6 +61,9 @@ HEAVY = {
     "November 2026); its solution run about 3.5 minutes",
 }
 CAPSTONE = {
+    "lab14": "a three-broker cluster of the grading's own and a fourth broker added, the grader's producer and "
+    "consumer working while the student's rebalance moves its topics and its script restarts every broker: "
+    "8 gradings, two at a time (measured: see the self-test's line per grading)",
     "lab15": "a three-broker cluster of the grading's own, the student's Spark job started twice, brokers stopped and "
     "killed: 21 gradings, 56 CPU s each (before the class archives), two at a time",
 }

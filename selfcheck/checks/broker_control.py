@@ -25,6 +25,7 @@ import re
 import select
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cluster.broker_control import ENV, MAX_LINE_BYTES, refusal
@@ -37,11 +38,12 @@ MAX_TOTAL_BYTES = 64 * 2**10  # everything the script may send, junk included
 READ_BYTES = 4096
 POLL_S = 0.2  # how often the serving thread looks whether it should stop
 # A script that waited until nothing was under-replicated may have read that from another broker
-# than the grader's next read asks, or from the brokers' metrics, a moment ahead of the metadata:
-# the grader reads again for up to this long before it records a stop as made while partitions
-# were under-replicated. A script that does not wait at all meets a broker still catching up for
-# seconds (the grader's producer writes all along), far longer than this.
-UNDER_REPLICATED_GRACE_S = 1.5
+# than the grader's next read asks, or from the brokers' metrics, a moment ahead of the metadata
+# (milliseconds): the grader reads again for up to this long before it records a stop as made
+# while partitions were under-replicated. A script that does not wait at all meets a broker still
+# catching up for seconds (lab 14 writes a megabyte while each broker is down, its followers
+# throttled), far longer than this.
+UNDER_REPLICATED_GRACE_S = 0.5
 SHOWN_PARTITIONS = 5  # under-replicated partitions named in a record (the count is whole)
 REQUEST = re.compile(r"(stop|kill|start) ([0-9]{1,6})|ids")
 PRINTABLE = re.compile(rb"[\x20-\x7e]*")
@@ -86,6 +88,9 @@ class Channel:
     records: list[Request] = field(default_factory=list)
     down_at_end: frozenset[int] | None = None  # measured when the channel closes
     stopped_listening: str = ""  # why the grader stopped before the script closed its end
+    # what the grader does while a broker its script stopped or killed is down, before answering
+    # (lab 14: writes that the broker must then catch up on), given the broker
+    while_down: Callable[[int], None] | None = None
 
     def __post_init__(self) -> None:
         self.brokers = tuple(sorted(cluster_of(self.ctx).nodes))
@@ -244,6 +249,8 @@ class Channel:
                     cluster.kill_broker(broker)
                 elif verb == "start":
                     cluster.start_broker(broker)
+                if verb in ("stop", "kill") and self.while_down is not None:
+                    self.while_down(broker)
                 answer = "ok"
             except Exception as e:
                 first = str(e).splitlines()[0] if str(e) else type(e).__name__

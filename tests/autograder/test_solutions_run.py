@@ -356,6 +356,30 @@ LESSONS = {
         r"micro-batch: 1\.zip 2\.zip 3\.zip 4\.zip",
         r"the two engines' counts equal, carrier by carrier \(14 carriers\): True",  # quixstreams' and Spark's
     ],
+    "lab14": [
+        # a broker's own page, after 200 records on a topic of three partitions
+        r"\d+ lines; a few of them:\n  kafka_broker_bytes_in_total [1-9][\d.]*\n",
+        r"brokers that answered: \[1, 2, 3\]",
+        # a broker stopped: it answers no scrape, its followers' partitions under-replicated, none refusing writes
+        r"while broker 2 was away: broker 2 answered 0 of \d+ scrapes, at most [1-9]\d* partitions under-replicated, "
+        r"at most 0 under min\.insync\.replicas",
+        # kafka-consumer-groups.sh: the group that read 100 of 300 is behind by the other 200
+        r"\S+\.audit +\S+\.orders +\d +\d+ +\d+ +\d+ ",
+        r"lab14-q1 passed",
+        r"broker 4: \{'leaders': 0, 'replicas': 0\}",  # a new broker holds nothing until partitions move
+        r"predicted_broker4: right, the demo showed the same",
+        r"The inter-broker throttle limit was set to 250000 B/s",
+        r"moved in \d+ s; broker 4 copied [5-7]\.\d MB",  # one new replica of each 2 MB partition
+        r"Successfully completed leader election \(PREFERRED\) for partitions",
+        r"partition 0: leader  4   replicas \[4, 1, 2\]",  # the preferred leader, once elected
+        r"lab14-q2-prediction passed",
+        r"lab14-q2 passed",
+        # a clean stop hands leaderships over first; a kill waits out the session timeout
+        r"slowest write after the stop: [01]\.\d\d s; after the kill: ([3-9]|\d\d)\.\d\d s",
+        r"broker 1 restarted\nbroker 2 restarted\nbroker 3 restarted\nbroker 4 restarted\n"
+        r"every broker restarted, every partition in sync",
+        r"lab14-q3 passed",
+    ],
     "lab15": [
         # the rehearsal: the first hours on the board, each equal to the data; then every hour of
         # the data on the board with its counts (the closing departures close the last one too)
