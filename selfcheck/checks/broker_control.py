@@ -41,9 +41,9 @@ POLL_S = 0.2  # how often the serving thread looks whether it should stop
 # than the grader's next read asks, or from the brokers' metrics, a moment ahead of the metadata
 # (milliseconds): the grader reads again for up to this long before it records a stop as made
 # while partitions were under-replicated. A script that does not wait at all meets a broker still
-# catching up for seconds (lab 14 writes a megabyte while each broker is down, its followers
-# throttled), far longer than this.
-UNDER_REPLICATED_GRACE_S = 0.5
+# out of sync for seconds (lab 14 writes a megabyte while each broker is down and holds its
+# catching up until 3 s after its start: lab14.CatchUp), far longer than this.
+UNDER_REPLICATED_GRACE_S = 1.0
 SHOWN_PARTITIONS = 5  # under-replicated partitions named in a record (the count is whole)
 REQUEST = re.compile(r"(stop|kill|start) ([0-9]{1,6})|ids")
 PRINTABLE = re.compile(rb"[\x20-\x7e]*")
@@ -88,9 +88,12 @@ class Channel:
     records: list[Request] = field(default_factory=list)
     down_at_end: frozenset[int] | None = None  # measured when the channel closes
     stopped_listening: str = ""  # why the grader stopped before the script closed its end
-    # what the grader does while a broker its script stopped or killed is down, before answering
-    # (lab 14: writes that the broker must then catch up on), given the broker
+    # What the grader does around the script's requests, given the broker (lab 14: makes a
+    # restarted broker's catching up take seconds): just before a stop or kill, once it is down
+    # (before answering), once a broker it started is back (before answering).
+    before_stop: Callable[[int], None] | None = None
     while_down: Callable[[int], None] | None = None
+    when_back: Callable[[int], None] | None = None
 
     def __post_init__(self) -> None:
         self.brokers = tuple(sorted(cluster_of(self.ctx).nodes))
@@ -243,6 +246,8 @@ class Channel:
         else:
             try:
                 cluster = cluster_of(self.ctx)
+                if verb in ("stop", "kill") and self.before_stop is not None:
+                    self.before_stop(broker)
                 if verb == "stop" and not cluster.stop_broker(broker):
                     note = f"broker {broker} did not stop within its timeout: the grader killed it"
                 elif verb == "kill":
@@ -251,6 +256,8 @@ class Channel:
                     cluster.start_broker(broker)
                 if verb in ("stop", "kill") and self.while_down is not None:
                     self.while_down(broker)
+                if verb == "start" and self.when_back is not None:
+                    self.when_back(broker)
                 answer = "ok"
             except Exception as e:
                 first = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -527,12 +527,11 @@ def rebalance_onto_four(ctx: Context) -> str:
 RESTART_TIMEOUT_S = 420  # four brokers, each stopped, started and caught up: about 60 s here
 LONGEST_GAP_S = 20
 # The grader's topic during the restart: 50 KB a second written, a megabyte more while each broker
-# is down, its followers throttled to 200 KB a second, so a broker back from a restart needs about
-# five seconds to catch up (as on a busy cluster), not the fraction of a second a quiet laptop's
-# would: a script that does not wait for the in-sync replicas meets partitions still
-# under-replicated at its next stop.
+# is down, and that broker's fetches held until 3 s after the grader answers its start (CatchUp):
+# a broker back from a restart is out of sync for seconds (as on a busy cluster), not for the
+# fraction of a second a quiet laptop's would be, however long its start took. A script that does
+# not wait for the in-sync replicas meets partitions still under-replicated at its next stop.
 RESTART_WRITES = (50, 1000)  # records a second, bytes each
-RESTART_FOLLOWER_THROTTLE = 200_000
 WHILE_DOWN_BYTES = (
     2**20
 )  # written while each broker is down: seconds of catching up under the throttle  # a consumer that read nothing this long while records were written: stuck
@@ -588,43 +587,81 @@ class LiveConsumer:
         self.consumer.close()
 
 
-def write_while_down(ctx: Context, topic: str) -> None:
-    """WHILE_DOWN_BYTES more on the grader's topic, acknowledged by the two brokers in sync."""
-    from kafka import KafkaProducer
+class CatchUp:
+    """What makes a restarted broker's catching up take seconds after the grader answers its start,
+    however long the start took: just before a broker stops, the grader holds every leader's
+    sending to replicas out of sync (leader.replication.throttled.rate, for every replica of the
+    grader's topic) to a trickle; while the broker is down the grader writes WHILE_DOWN_BYTES more;
+    HOLD_S after it is back the trickle is lifted and it catches up at once. A leader throttles
+    only replicas out of sync, so the grader's writes go on at their pace meanwhile. Undone at the
+    end (a self-check runs on the student's own cluster)."""
 
-    with KafkaProducer(**cluster_of(ctx).admin_connection(), acks="all", linger_ms=20, retries=10) as producer:
-        filler = b"." * 1000
-        for _ in range(WHILE_DOWN_BYTES // len(filler)):
-            producer.send(topic, value=filler)
-        producer.flush(60)
+    TRICKLE = 1000  # bytes a second: one fetch's worth, then nothing until HOLD_S after the start
+    HOLD_S = 3.0
+
+    def __init__(self, ctx: Context, topic: str):
+        import threading
+
+        self.ctx, self.topic = ctx, topic
+        self._timers: list[threading.Timer] = []
+        self._configs([topic_throttle(topic, "*")])
+
+        def undo():
+            for timer in self._timers:
+                timer.cancel()
+            self._configs([topic_throttle(topic, ("DELETE", None))])
+            self._rates(("DELETE", None))
+
+        ctx.cleanup.append(undo)
+
+    def _configs(self, resources) -> None:
+        if resources:
+            retried(
+                self.ctx,
+                lambda a: a.alter_configs(resources, raise_on_unknown=False),  # kafka-python lacks the throttles' names
+                "setting the grader's replication throttle",
+            )
+
+    def _rates(self, value) -> None:
+        """Every running broker's leader throttle (a broker's own settings are changed on it)."""
+        nodes = cluster_of(self.ctx).nodes
+        self._configs([broker_throttle(b, value) for b in sorted(nodes) if nodes[b].process() is not None])
+
+    def before_stop(self, broker: int) -> None:
+        for timer in self._timers:  # a lift still pending is for the broker before: this hold is the one now
+            timer.cancel()
+        self._rates(str(self.TRICKLE))
+
+    def while_down(self, broker: int) -> None:
+        from kafka import KafkaProducer
+
+        with KafkaProducer(**cluster_of(self.ctx).admin_connection(), acks="all", linger_ms=20, retries=10) as producer:
+            filler = b"." * 1000
+            for _ in range(WHILE_DOWN_BYTES // len(filler)):
+                producer.send(self.topic, value=filler)
+            producer.flush(60)
+
+    def when_back(self, broker: int) -> None:
+        import threading
+
+        lift = threading.Timer(self.HOLD_S, self._rates, (("DELETE", None),))
+        lift.daemon = True
+        lift.start()
+        self._timers.append(lift)
 
 
-def throttle_followers(ctx: Context, topic: str) -> None:
-    """The grader's topic's replication throttled on every broker, both sides (RESTART_FOLLOWER_THROTTLE), undone
-    at the end (a self-check runs on the student's own cluster)."""
+def topic_throttle(topic: str, value):
+    """The topic's replicas throttled by their leaders ("*": all of them) or not (("DELETE", None))."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    brokers = sorted(cluster_of(ctx).nodes)
+    return ConfigResource(ConfigResourceType.TOPIC, topic, configs={"leader.replication.throttled.replicas": value})
 
-    def apply(value):
-        replicas = "*" if isinstance(value, str) else value  # every replica of the topic, or DELETE
-        retried(
-            ctx,
-            lambda a: a.alter_configs(
-                [
-                    ConfigResource(ConfigResourceType.BROKER, str(b), configs=dict.fromkeys(THROTTLE_RATES, value))
-                    for b in brokers
-                ]
-                + [
-                    ConfigResource(ConfigResourceType.TOPIC, topic, configs=dict.fromkeys(THROTTLED_REPLICAS, replicas))
-                ],
-                raise_on_unknown=False,  # kafka-python's list of broker settings lacks the throttles'
-            ),
-            "setting the grader's replication throttle",
-        )
 
-    apply(str(RESTART_FOLLOWER_THROTTLE))
-    ctx.cleanup.append(lambda: apply(("DELETE", None)))
+def broker_throttle(broker: int, value):
+    """A broker's rate, as a leader, to throttled replicas out of sync (bytes a second), or ("DELETE", None)."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    return ConfigResource(ConfigResourceType.BROKER, str(broker), configs={"leader.replication.throttled.rate": value})
 
 
 @check("lab14-q3")
@@ -638,13 +675,15 @@ def rolling_restart(ctx: Context) -> str:
     token = ctx.rng.randrange(16**4)
     topic = ctx.topic(f"restarted-{token:04x}")
     fill(ctx, topic, ctx.rng.choice((4, 5, 6)), [])
-    throttle_followers(ctx, topic)
+    catch_up = CatchUp(ctx, topic)
     started = time.monotonic()
     per_second, size = RESTART_WRITES
     with LiveConsumer(ctx, topic, f"{topic}-reader") as consumer:
         with LiveProducer(ctx, topic, per_second=per_second, size=size) as producer:
             time.sleep(2)  # both working before the first broker goes
-            with Channel(ctx, while_down=lambda _: write_while_down(ctx, topic)) as channel:
+            with Channel(
+                ctx, before_stop=catch_up.before_stop, while_down=catch_up.while_down, when_back=catch_up.when_back
+            ) as channel:
                 run = channel.start(ctx, "rolling_restart.py", tag="restart")
                 code = wait(run, RESTART_TIMEOUT_S)
             ended = time.monotonic()

@@ -53,6 +53,13 @@ def java_tail_is_queueing(text: str) -> bool:
     )
 
 
+def a_stop_costs_less_than_a_kill(text: str) -> bool:
+    """Lab 14: a clean stop hands leaderships over first (the producer's slowest write a fraction of
+    a second, measured 0.16-0.23 s); a kill waits out the session timeout (3 s here; 6-13 s seen)."""
+    found = re.search(r"slowest write after the stop: ([\d.]+) s; after the kill: ([\d.]+) s", text)
+    return bool(found) and float(found[2]) >= 2.5 and float(found[1]) <= float(found[2]) / 3
+
+
 def cli_lag_is_lags(text: str) -> bool:
     """kafka-consumer-groups.sh --describe gives each partition the lag that lab 4's lag() gives."""
     import ast
@@ -361,8 +368,8 @@ LESSONS = {
         r"\d+ lines; a few of them:\n  kafka_broker_bytes_in_total [1-9][\d.]*\n",
         r"brokers that answered: \[1, 2, 3\]",
         # a broker stopped: it answers no scrape, its followers' partitions under-replicated, none refusing writes
-        r"while broker 2 was away: broker 2 answered 0 of \d+ scrapes, at most [1-9]\d* partitions under-replicated, "
-        r"at most 0 under min\.insync\.replicas",
+        r"while broker 2 was away: broker 2 answered [01] of \d+ scrapes, at most [1-9]\d* partitions "
+        r"under-replicated, at most 0 under min\.insync\.replicas",
         # kafka-consumer-groups.sh: the group that read 100 of 300 is behind by the other 200
         r"\S+\.audit +\S+\.orders +\d +\d+ +\d+ +\d+ ",
         r"lab14-q1 passed",
@@ -375,7 +382,7 @@ LESSONS = {
         r"lab14-q2-prediction passed",
         r"lab14-q2 passed",
         # a clean stop hands leaderships over first; a kill waits out the session timeout
-        r"slowest write after the stop: [01]\.\d\d s; after the kill: ([3-9]|\d\d)\.\d\d s",
+        a_stop_costs_less_than_a_kill,
         r"broker 1 restarted\nbroker 2 restarted\nbroker 3 restarted\nbroker 4 restarted\n"
         r"every broker restarted, every partition in sync",
         r"lab14-q3 passed",
