@@ -13,13 +13,14 @@ In a self-check the same happens on the student's own cluster."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 
 from cluster.waiting import wait_for
 
 from . import CheckFailed, Context, LabPolicy, check, expect, prediction, prediction_feedback, shown_in_kernel
-from .own_cluster import cluster_of, retried, wait_until
+from .own_cluster import cluster_of, log_records, retried, wait_until
 
 # A three-broker cluster of the grading's own, as lab 7's (a fourth broker for section 3).
 POLICY = LabPolicy(own_cluster=True, grading_cores=0.7, gradings_at_once=2)
@@ -138,8 +139,6 @@ def group_names(found) -> set[str] | None:
 def member_reading(ctx: Context, group: str, topics: list[str]) -> None:
     """One member in the group, joined and staying (it reads nothing past its first poll and
     commits nothing): the group is Stable while the student's alert runs."""
-    import threading
-
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(
@@ -276,22 +275,19 @@ def config_values(found: dict) -> dict[str, dict[str, str | None]]:
     return out
 
 
-class Watch:
-    """What the brokers show while the student's rebalance runs, sampled every WATCH_EVERY_S by the
-    grader's own admin client: whether a reassignment was in progress, whether a throttle was set
-    (on the brokers' rates and the topics' throttled replicas) while it was, and the fewest in-sync
-    replicas any partition had."""
+class Background:
+    """A loop of the grader's on a thread of its own for the length of a `with` block: started on
+    entering, asked to end (`_done`) and joined on leaving, then `close` frees what it held."""
 
-    def __init__(self, ctx: Context, topics: list[str]):
-        import threading
-
-        self.ctx, self.topics = ctx, topics
-        self.moving = self.throttled_while_moving = self.throttle_seen = False
-        self.fewest_in_sync: tuple[int, str] = (99, "")
-        self.samples = 0
-        self.errors: list[str] = []
+    def __init__(self):
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
 
     def __enter__(self):
         self._thread.start()
@@ -300,6 +296,22 @@ class Watch:
     def __exit__(self, *exc):
         self._done.set()
         self._thread.join(10)
+        self.close()
+
+
+class Watch(Background):
+    """What the brokers show while the student's rebalance runs, sampled every WATCH_EVERY_S by the
+    grader's own admin client: whether a reassignment was in progress, whether a throttle was set
+    (on the brokers' rates and the topics' throttled replicas) while it was, and the fewest in-sync
+    replicas any partition had."""
+
+    def __init__(self, ctx: Context, topics: list[str]):
+        super().__init__()
+        self.ctx, self.topics = ctx, topics
+        self.moving = self.throttled_while_moving = self.throttle_seen = False
+        self.fewest_in_sync: tuple[int, str] = (99, "")
+        self.samples = 0
+        self.errors: list[str] = []
 
     def throttle(self, admin) -> dict[str, dict[str, str | None]]:
         from kafka.admin import ConfigResource, ConfigResourceType
@@ -348,13 +360,11 @@ def admin_of(ctx: Context):
     return ctx.scratch[key]
 
 
-class LiveProducer:
+class LiveProducer(Background):
     """The grader's producer (acks=all, idempotent) writing numbered records to `topic` while the
     student's rebalance runs; what the brokers acknowledged and what failed, from its own futures."""
 
     def __init__(self, ctx: Context, topic: str, per_second: float = 100, size: int = 0):
-        import threading
-
         from kafka import KafkaProducer
 
         import random
@@ -376,8 +386,7 @@ class LiveProducer:
         self.acked: set[str] = set()
         self.failed: list[str] = []
         self.sent = 0
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__()
 
     def _run(self):
         while not self._done.wait(self.pause):
@@ -387,34 +396,14 @@ class LiveProducer:
             future.add_callback(lambda _, v=value: self.acked.add(v))
             future.add_errback(lambda e, v=value: self.failed.append(f"{v}: {e!r}"[:200]))
 
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._done.set()
-        self._thread.join(10)
+    def close(self):
         self.producer.flush(60)
         self.producer.close(10)
 
 
 def values_in(ctx: Context, topic: str) -> set[str]:
     """Every value the topic holds, read by the grader from the start to the end offsets."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    from .bounded_reads import bounded_poll
-
-    with KafkaConsumer(enable_auto_commit=False, **cluster_of(ctx).admin_connection()) as consumer:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        stop_at = consumer.end_offsets(tps)
-        out: set[str] = set()
-        deadline = time.monotonic() + 60
-        while any(consumer.position(tp) < stop_at[tp] for tp in tps) and time.monotonic() < deadline:
-            for records in bounded_poll(consumer, topic, timeout_ms=500).values():
-                out.update(r.value.decode(errors="replace") for r in records if r.value is not None)
-        return out
+    return {value for value, _ in log_records(ctx, topic, within_s=60)}
 
 
 def spread(counts: dict[int, int], total: int) -> bool:
@@ -532,19 +521,15 @@ LONGEST_GAP_S = 20
 # fraction of a second a quiet laptop's would be, however long its start took. A script that does
 # not wait for the in-sync replicas meets partitions still under-replicated at its next stop.
 RESTART_WRITES = (50, 1000)  # records a second, bytes each
-WHILE_DOWN_BYTES = (
-    2**20
-)  # written while each broker is down: seconds of catching up under the throttle  # a consumer that read nothing this long while records were written: stuck
+WHILE_DOWN_BYTES = 2**20  # written while each broker is down: seconds of catching up under the throttle
 DRAIN_S = 30  # after the restart, for the grader's consumer to read what was acknowledged
 
 
-class LiveConsumer:
+class LiveConsumer(Background):
     """The grader's consumer, in a group of its own, reading `topic` on a thread of its own: every
     value read and when, so the longest wait between two reads says whether it was stuck."""
 
     def __init__(self, ctx: Context, topic: str, group: str):
-        import threading
-
         from kafka import KafkaConsumer
 
         self.consumer = KafkaConsumer(
@@ -557,8 +542,7 @@ class LiveConsumer:
         )
         self.read: set[str] = set()
         self.read_at: list[float] = []
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__()
 
     def _run(self):
         while not self._done.is_set():
@@ -577,13 +561,7 @@ class LiveConsumer:
         times = [since, *(t for t in self.read_at if since < t < until), until]
         return max(b - a for a, b in zip(times, times[1:]))
 
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._done.set()
-        self._thread.join(10)
+    def close(self):
         self.consumer.close()
 
 
@@ -600,8 +578,6 @@ class CatchUp:
     HOLD_S = 3.0
 
     def __init__(self, ctx: Context, topic: str):
-        import threading
-
         self.ctx, self.topic = ctx, topic
         self._timers: list[threading.Timer] = []
         self._configs([topic_throttle(topic, "*")])
@@ -642,8 +618,6 @@ class CatchUp:
             producer.flush(60)
 
     def when_back(self, broker: int) -> None:
-        import threading
-
         lift = threading.Timer(self.HOLD_S, self._rates, (("DELETE", None),))
         lift.daemon = True
         lift.start()

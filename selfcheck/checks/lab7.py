@@ -41,6 +41,7 @@ from .own_cluster import (
     POLL_S,
     all_up,
     cluster_of,
+    log_records,
     partitions,
     retried,
     stop_one,
@@ -418,25 +419,6 @@ def wait_acked(run, want: set[str], what: str, timeout: float = ACK_WAIT_S) -> N
 
 def log_values(ctx: Context, topic: str) -> list[str]:
     return [v for v, _ in log_records(ctx, topic)]
-
-
-def log_records(ctx: Context, topic: str) -> list[tuple[str, int]]:
-    """(value, timestamp) of every record of the topic, from the admin's side."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    from .bounded_reads import bounded_poll
-
-    with KafkaConsumer(enable_auto_commit=False, **cluster_of(ctx).admin_connection()) as consumer:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        stop_at = consumer.end_offsets(tps)
-        out: list = []
-        deadline = time.monotonic() + 30
-        while any(consumer.position(tp) < stop_at[tp] for tp in tps) and time.monotonic() < deadline:
-            for records in bounded_poll(consumer, topic, timeout_ms=500).values():
-                out.extend((r.value.decode(errors="replace"), r.timestamp) for r in records if r.value is not None)
-        return out
 
 
 def most_leader(ctx: Context, topic: str) -> int:

@@ -70,6 +70,26 @@ def wait_until(probe, what: str, timeout: float = STATE_WAIT_S):
     return waited.last
 
 
+def log_records(ctx: Context, topic: str, within_s: float = 30) -> list[tuple[str, int]]:
+    """(value, timestamp) of every record the topic holds, read as the cluster's admin from the
+    start to the end offsets seen first (or for within_s at most), each poll bounded."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from .bounded_reads import bounded_poll
+
+    with KafkaConsumer(enable_auto_commit=False, **cluster_of(ctx).admin_connection()) as consumer:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        stop_at = consumer.end_offsets(tps)
+        out: list = []
+        deadline = time.monotonic() + within_s
+        while any(consumer.position(tp) < stop_at[tp] for tp in tps) and time.monotonic() < deadline:
+            for records in bounded_poll(consumer, topic, timeout_ms=500).values():
+                out.extend((r.value.decode(errors="replace"), r.timestamp) for r in records if r.value is not None)
+        return out
+
+
 def described(ctx: Context, topic: str) -> dict:
     """The topic as the cluster's metadata says: its partitions, each with its leader, replicas and
     in-sync replicas (kafka-python's describe_topics), asked again while a broker dies or comes back."""

@@ -140,6 +140,20 @@ def reassign(ours, plan: Path, *args: str) -> str:
 
 
 @pytest.mark.cluster
+def broker_1_configs(ours) -> str:
+    """What kafka-configs.sh shows of broker 1's dynamic settings (the throttle rates among them)."""
+    return kafka_cli(
+        "configs",
+        "--describe",
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "1",
+        connection=ours.connection,
+        echo=False,
+    )
+
+
 def test_a_fourth_broker_takes_a_partition_moved_with_a_throttle_by_the_students_login(ours, tmp_path, capsys):
     """Broker 4 added (a broker only), a replica moved onto it with kafka-reassign-partitions as
     the student's login with a throttle, --verify until complete (it also lifts the throttle), a
@@ -179,16 +193,7 @@ def test_a_fourth_broker_takes_a_partition_moved_with_a_throttle_by_the_students
 
     out = reassign(ours, plan, "--execute", "--throttle", "1000000")
     assert "Successfully started partition reassignment" in out, out
-    throttled = kafka_cli(
-        "configs",
-        "--describe",
-        "--entity-type",
-        "brokers",
-        "--entity-name",
-        "1",
-        connection=ours.connection,
-        echo=False,
-    )
+    throttled = broker_1_configs(ours)
     assert "leader.replication.throttled.rate=1000000" in throttled, throttled
     verified = wait_for(
         lambda: reassign(ours, plan, "--verify"),
@@ -198,16 +203,7 @@ def test_a_fourth_broker_takes_a_partition_moved_with_a_throttle_by_the_students
     )
     assert verified and f"Reassignment of partition {topic}-0 is completed" in verified.last, verified.last
     assert "Clearing broker-level throttles" in verified.last, verified.last
-    lifted = kafka_cli(
-        "configs",
-        "--describe",
-        "--entity-type",
-        "brokers",
-        "--entity-name",
-        "1",
-        connection=ours.connection,
-        echo=False,
-    )
+    lifted = broker_1_configs(ours)
     assert "throttled.rate" not in lifted, lifted
 
     kafka_cli(
