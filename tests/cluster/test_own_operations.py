@@ -139,7 +139,6 @@ def reassign(ours, plan: Path, *args: str) -> str:
     )
 
 
-@pytest.mark.cluster
 def broker_1_configs(ours) -> str:
     """What kafka-configs.sh shows of broker 1's dynamic settings (the throttle rates among them)."""
     return kafka_cli(
@@ -154,6 +153,7 @@ def broker_1_configs(ours) -> str:
     )
 
 
+@pytest.mark.cluster
 def test_a_fourth_broker_takes_a_partition_moved_with_a_throttle_by_the_students_login(ours, tmp_path, capsys):
     """Broker 4 added (a broker only), a replica moved onto it with kafka-reassign-partitions as
     the student's login with a throttle, --verify until complete (it also lifts the throttle), a
